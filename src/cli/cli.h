@@ -1,0 +1,22 @@
+// The subcommands of the qvl binary and the small argument-parsing helpers they share.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace qvl::cli {
+
+using Args = std::vector<std::string>;
+
+int cmd_tokenize(const Args& args);
+int cmd_preprocess(const Args& args);
+
+// Prints "qvl <command>: <message>" to stderr and returns the exit code for a usage/user error.
+int fail(const std::string& command, const std::string& message);
+
+// Parses an integer option value; the error names the option.
+Result<long long> parse_int(const std::string& option, const std::string& value, long long min, long long max);
+
+}  // namespace qvl::cli

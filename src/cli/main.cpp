@@ -1,0 +1,34 @@
+// The qvl binary: dispatches to a subcommand.
+#include <cstdio>
+#include <cstring>
+
+#include "cli/cli.h"
+
+namespace {
+
+const char kUsage[] =
+    "qvl — Qwen3-VL-2B-Instruct on CPUs\n"
+    "\n"
+    "usage: qvl <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  tokenize    --model DIR [--json] [--special] TEXT   print token ids\n"
+    "  preprocess  --model DIR --image FILE [--min-pixels N] [--max-pixels N] [--out FILE.npy]\n"
+    "                                                      resize and patchify an image as the model sees it\n"
+
+    "  help                                                this text\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  qvl::cli::Args args(argv + 2, argv + argc);
+  if (command == "tokenize") return qvl::cli::cmd_tokenize(args);
+  if (command == "preprocess") return qvl::cli::cmd_preprocess(args);
+  std::fprintf(stderr, "qvl: unknown command '%s' (try 'qvl help')\n", command.c_str());
+  return 2;
+}

@@ -1,0 +1,229 @@
+// Image preprocessing exactly as transformers' Qwen2VLImageProcessorFast for this checkpoint:
+// smart_resize, antialiased bicubic resize (torch's uint8 kernel), rescale + normalise, temporal
+// duplication and patchify into merge-window order.
+#include "model/image_processor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "util/file.h"
+
+namespace qvl {
+
+Result<ImageProcessorConfig> ImageProcessorConfig::load(const std::string& path) {
+  std::string file = path;
+  if (std::filesystem::is_directory(path)) file = (std::filesystem::path(path) / "preprocessor_config.json").string();
+  QVL_ASSIGN_OR_RETURN(std::string text, read_file_text(file, 1 << 20));
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status::Error(file + ": not a JSON object");
+  ImageProcessorConfig c;
+  try {
+    c.patch_size = j.value("patch_size", c.patch_size);
+    c.temporal_patch_size = j.value("temporal_patch_size", c.temporal_patch_size);
+    c.merge_size = j.value("merge_size", c.merge_size);
+    if (j.contains("size")) {
+      c.min_pixels = j["size"].value("shortest_edge", c.min_pixels);
+      c.max_pixels = j["size"].value("longest_edge", c.max_pixels);
+    }
+    c.min_pixels = j.value("min_pixels", c.min_pixels);
+    c.max_pixels = j.value("max_pixels", c.max_pixels);
+    if (j.contains("image_mean")) c.image_mean = j["image_mean"].get<std::array<float, 3>>();
+    if (j.contains("image_std")) c.image_std = j["image_std"].get<std::array<float, 3>>();
+    c.rescale_factor = j.value("rescale_factor", c.rescale_factor);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Error(file + ": unexpected field type: " + e.what());
+  }
+  if (c.patch_size <= 0 || c.merge_size <= 0 || c.temporal_patch_size <= 0 || c.min_pixels <= 0 ||
+      c.max_pixels < c.min_pixels)
+    return Status::Error(file + ": patch_size, merge_size, temporal_patch_size and pixel bounds must be positive"
+                                " with min_pixels <= max_pixels");
+  return c;
+}
+
+Result<ResizedSize> smart_resize(int64_t height, int64_t width, int factor, int64_t min_pixels, int64_t max_pixels) {
+  if (height <= 0 || width <= 0)
+    return Status::Error("image size " + std::to_string(width) + "x" + std::to_string(height) + " is empty");
+  const double h = static_cast<double>(height), w = static_cast<double>(width), f = factor;
+  // if max(height, width) / min(height, width) > 200: raise ValueError
+  if (std::max(h, w) / std::min(h, w) > 200)
+    return Status::Error("image is " + std::to_string(width) + "x" + std::to_string(height) +
+                         ": aspect ratio over 200:1, which the model cannot take (crop or pad it)");
+  // h_bar = round(height / factor) * factor   (Python round: half to even; nearbyint in FE_TONEAREST)
+  int64_t h_bar = static_cast<int64_t>(std::nearbyint(h / f)) * factor;
+  int64_t w_bar = static_cast<int64_t>(std::nearbyint(w / f)) * factor;
+  if (h_bar * w_bar > max_pixels) {
+    // beta = math.sqrt((height * width) / max_pixels)
+    const double beta = std::sqrt((h * w) / static_cast<double>(max_pixels));
+    h_bar = std::max<int64_t>(factor, static_cast<int64_t>(std::floor(h / beta / f)) * factor);
+    w_bar = std::max<int64_t>(factor, static_cast<int64_t>(std::floor(w / beta / f)) * factor);
+  } else if (h_bar * w_bar < min_pixels) {
+    // beta = math.sqrt(min_pixels / (height * width))
+    const double beta = std::sqrt(static_cast<double>(min_pixels) / (h * w));
+    h_bar = static_cast<int64_t>(std::ceil(h * beta / f)) * factor;
+    w_bar = static_cast<int64_t>(std::ceil(w * beta / f)) * factor;
+  }
+  if (h_bar > (1 << 20) || w_bar > (1 << 20))
+    return Status::Error("resized size " + std::to_string(w_bar) + "x" + std::to_string(h_bar) + " is too large");
+  return ResizedSize{static_cast<int>(h_bar), static_cast<int>(w_bar)};
+}
+
+namespace {
+
+// Pillow's bicubic filter with a = -0.5 (torch HelperInterpCubic::aa_filter), evaluated in double.
+double bicubic_filter(double x) {
+  constexpr double a = -0.5;
+  x = std::abs(x);
+  if (x < 1.0) return ((a + 2) * x - (a + 3)) * x * x + 1;
+  if (x < 2.0) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+  return 0.0;
+}
+
+// One axis of the resampling: for output i, taps [start[i], start[i] + size[i]) of the input with int16
+// weights weights[i * taps + k], fixed point with `precision` fractional bits.
+struct Taps {
+  std::vector<int> start, size;
+  std::vector<int16_t> weights;
+  int taps = 0;
+  int precision = 0;
+};
+
+// torch's _compute_indices_weights_aa + _compute_indices_int16_weights_aa for align_corners = False.
+Taps compute_taps(int in_size, int out_size) {
+  const double scale = static_cast<double>(in_size) / out_size;
+  const double support = scale >= 1.0 ? 2.0 * scale : 2.0;  // interp_size 4 * 0.5
+  const double invscale = scale >= 1.0 ? 1.0 / scale : 1.0;
+  Taps t;
+  t.taps = static_cast<int>(std::ceil(support)) * 2 + 1;
+  t.start.resize(out_size);
+  t.size.resize(out_size);
+  std::vector<double> w(static_cast<size_t>(out_size) * t.taps, 0.0);
+  for (int i = 0; i < out_size; ++i) {
+    const double center = scale * (i + 0.5);
+    const int64_t xmin = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
+    const int64_t xsize = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in_size) - xmin;
+    double total = 0.0;
+    double* wi = &w[static_cast<size_t>(i) * t.taps];
+    for (int64_t j = 0; j < xsize; ++j) {
+      wi[j] = bicubic_filter((j + xmin - center + 0.5) * invscale);
+      total += wi[j];
+    }
+    if (total != 0.0)
+      for (int64_t j = 0; j < xsize; ++j) wi[j] /= total;
+    t.start[i] = static_cast<int>(xmin);
+    t.size[i] = static_cast<int>(xsize);
+  }
+  // The largest precision (up to 22 bits) at which twice the largest weight still fits in int16.
+  double w_max = w[0];
+  for (double v : w) w_max = std::max(w_max, v);
+  int p = 0;
+  for (; p < 22; ++p) {
+    if (static_cast<int>(0.5 + w_max * (1 << (p + 1))) >= (1 << 15)) break;
+  }
+  t.precision = p;
+  t.weights.resize(w.size());
+  for (size_t k = 0; k < w.size(); ++k)
+    t.weights[k] = static_cast<int16_t>(w[k] < 0 ? static_cast<int>(-0.5 + w[k] * (1 << p))
+                                                 : static_cast<int>(0.5 + w[k] * (1 << p)));
+  return t;
+}
+
+uint8_t clip8(int32_t acc, int precision) {
+  return static_cast<uint8_t>(std::clamp(acc >> precision, 0, 255));
+}
+
+}  // namespace
+
+ImageRGB resize_bicubic_antialias(const ImageRGB& src, int out_width, int out_height) {
+  QVL_CHECK(out_width > 0 && out_height > 0 && src.width > 0 && src.height > 0);
+  if (out_width == src.width && out_height == src.height) return src;
+  ImageRGB cur = src;
+  // Horizontal pass first, then vertical, each to uint8 — the order of torch's uint8 kernel.
+  if (out_width != src.width) {
+    const Taps t = compute_taps(src.width, out_width);
+    ImageRGB next{out_width, cur.height, std::vector<uint8_t>(static_cast<size_t>(out_width) * cur.height * 3)};
+    for (int y = 0; y < cur.height; ++y) {
+      const uint8_t* row = &cur.pixels[static_cast<size_t>(y) * cur.width * 3];
+      uint8_t* out = &next.pixels[static_cast<size_t>(y) * out_width * 3];
+      for (int x = 0; x < out_width; ++x) {
+        const int16_t* k = &t.weights[static_cast<size_t>(x) * t.taps];
+        for (int c = 0; c < 3; ++c) {
+          int32_t acc = 1 << (t.precision - 1);
+          for (int j = 0; j < t.size[x]; ++j) acc += row[(t.start[x] + j) * 3 + c] * k[j];
+          out[x * 3 + c] = clip8(acc, t.precision);
+        }
+      }
+    }
+    cur = std::move(next);
+  }
+  if (out_height != src.height) {
+    const Taps t = compute_taps(src.height, out_height);
+    const size_t stride = static_cast<size_t>(cur.width) * 3;
+    ImageRGB next{cur.width, out_height, std::vector<uint8_t>(stride * out_height)};
+    std::vector<int32_t> acc(stride);
+    for (int y = 0; y < out_height; ++y) {
+      std::fill(acc.begin(), acc.end(), 1 << (t.precision - 1));
+      const int16_t* k = &t.weights[static_cast<size_t>(y) * t.taps];
+      for (int j = 0; j < t.size[y]; ++j) {
+        const uint8_t* row = &cur.pixels[static_cast<size_t>(t.start[y] + j) * stride];
+        for (size_t i = 0; i < stride; ++i) acc[i] += row[i] * k[j];
+      }
+      uint8_t* out = &next.pixels[static_cast<size_t>(y) * stride];
+      for (size_t i = 0; i < stride; ++i) out[i] = clip8(acc[i], t.precision);
+    }
+    cur = std::move(next);
+  }
+  return cur;
+}
+
+PreprocessedImage patchify(const ImageRGB& resized, const ImageProcessorConfig& config) {
+  const int ps = config.patch_size, ms = config.merge_size, tp = config.temporal_patch_size;
+  QVL_CHECK(resized.height % (ps * ms) == 0 && resized.width % (ps * ms) == 0);
+  PreprocessedImage out;
+  out.resized = {resized.height, resized.width};
+  out.grid_t = 1;  // one image = one frame, repeated temporal_patch_size times
+  out.grid_h = resized.height / ps;
+  out.grid_w = resized.width / ps;
+  out.merge_size = ms;
+  out.patch_dim = config.patch_dim();
+  // Fused rescale + normalise: mean' = mean / rescale_factor, std' = std / rescale_factor (float32),
+  // v = (x - mean') / std'.
+  float mean[3], std_[3], lut[3][256];
+  for (int c = 0; c < 3; ++c) {
+    mean[c] = static_cast<float>(config.image_mean[c]) * static_cast<float>(1.0 / config.rescale_factor);
+    std_[c] = static_cast<float>(config.image_std[c]) * static_cast<float>(1.0 / config.rescale_factor);
+    for (int x = 0; x < 256; ++x) lut[c][x] = (static_cast<float>(x) - mean[c]) / std_[c];
+  }
+  // patches.view(grid_t, tp, C, gh/ms, ms, ps, gw/ms, ms, ps).permute(0, 3, 6, 4, 7, 2, 1, 5, 8):
+  // row = ((bh * gw/ms + bw) * ms + mh) * ms + mw, column = ((c * tp + t) * ps + py) * ps + px.
+  out.pixel_values.resize(static_cast<size_t>(out.num_patches()) * out.patch_dim);
+  float* dst = out.pixel_values.data();
+  const int bh_n = out.grid_h / ms, bw_n = out.grid_w / ms;
+  for (int bh = 0; bh < bh_n; ++bh)
+    for (int bw = 0; bw < bw_n; ++bw)
+      for (int mh = 0; mh < ms; ++mh)
+        for (int mw = 0; mw < ms; ++mw) {
+          const int y0 = (bh * ms + mh) * ps, x0 = (bw * ms + mw) * ps;
+          for (int c = 0; c < 3; ++c)
+            for (int t = 0; t < tp; ++t)  // every temporal slot holds the same frame
+              for (int py = 0; py < ps; ++py) {
+                const uint8_t* src = &resized.pixels[(static_cast<size_t>(y0 + py) * resized.width + x0) * 3 + c];
+                for (int px = 0; px < ps; ++px) *dst++ = lut[c][src[px * 3]];
+              }
+        }
+  return out;
+}
+
+Result<PreprocessedImage> preprocess_image(const ImageRGB& image, const ImageProcessorConfig& config,
+                                           const PreprocessOptions& options) {
+  const int64_t min_px = options.min_pixels > 0 ? options.min_pixels : config.min_pixels;
+  const int64_t max_px = options.max_pixels > 0 ? options.max_pixels : config.max_pixels;
+  if (min_px > max_px)
+    return Status::Error("min_pixels " + std::to_string(min_px) + " is larger than max_pixels " + std::to_string(max_px));
+  QVL_ASSIGN_OR_RETURN(ResizedSize size, smart_resize(image.height, image.width, config.factor(), min_px, max_px));
+  return patchify(resize_bicubic_antialias(image, size.width, size.height), config);
+}
+
+}  // namespace qvl

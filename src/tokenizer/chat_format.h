@@ -1,0 +1,58 @@
+// The Qwen3-VL-Instruct chat template rendered natively: messages in, the prompt text out, identical to
+// transformers' apply_chat_template with the checkpoint's chat_template.json.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/tokenizer.h"
+
+namespace qvl {
+
+// One part of a message's content.
+struct ContentPart {
+  enum class Kind { kText, kImage, kVideo };
+  Kind kind = Kind::kText;
+  std::string text;  // for kText
+};
+
+// A tool call made by the assistant. `arguments` is either a JSON object (rendered with Python's
+// json.dumps formatting, key order kept) or a JSON string (rendered verbatim).
+struct ToolCall {
+  std::string name;
+  nlohmann::ordered_json arguments;
+};
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant" or "tool"
+  // The template distinguishes `content` as a plain string from a list of parts.
+  bool content_is_string = true;
+  std::string content_string;
+  std::vector<ContentPart> content_parts;
+  std::vector<ToolCall> tool_calls;
+};
+
+struct ChatOptions {
+  bool add_generation_prompt = true;
+  bool add_vision_id = false;                  // "Picture N: " before each image
+  std::vector<nlohmann::ordered_json> tools;  // tool definitions, rendered with tojson
+};
+
+// The rendered prompt and the spans of it that came from the caller (message text, tool names and
+// arguments, tool definitions). Tokenizer::encode_prompt never matches control tokens inside them.
+struct RenderedChat {
+  std::string text;
+  std::vector<TextSpan> user_spans;
+};
+RenderedChat render_chat_with_spans(const std::vector<ChatMessage>& messages, const ChatOptions& options = {});
+
+// Renders the conversation. The output still holds one <|image_pad|> per image; the processor expands it.
+std::string render_chat(const std::vector<ChatMessage>& messages, const ChatOptions& options = {});
+
+// Python's json.dumps(value, ensure_ascii=False) formatting (", " and ": " separators, key order kept),
+// as the template's `tojson` filter writes it.
+std::string python_json_dumps(const nlohmann::ordered_json& value);
+
+}  // namespace qvl

@@ -1,0 +1,269 @@
+// The byte-level BPE tokenizer of a model directory's tokenizer.json (Qwen2/Qwen3 family): added tokens
+// matched first, NFC, the Qwen2 split regex, byte-to-unicode mapping, BPE merges; encode and decode.
+#include "tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <queue>
+
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/pretokenizer.h"
+#include "tokenizer/unicode.h"
+#include "util/file.h"
+
+namespace qvl {
+
+namespace {
+
+// GPT-2's bytes_to_unicode(): printable bytes map to themselves, the other 68 to U+0100 + n in order.
+// Returns the inverse, code point -> byte, for code points below 0x200 (-1 where none).
+std::vector<int> unicode_to_byte_table() {
+  std::vector<int> inv(0x200, -1);
+  int n = 0;
+  for (int b = 0; b < 256; ++b) {
+    bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    int cp = printable ? b : 256 + n++;
+    inv[cp] = b;
+  }
+  return inv;
+}
+
+// Maps a byte-level token string ("Ġhello") back to its raw bytes (" hello").
+Result<std::string> byte_level_to_bytes(const std::string& token, const std::vector<int>& inv) {
+  std::string out;
+  out.reserve(token.size());
+  for (size_t i = 0; i < token.size();) {
+    int len = 0;
+    char32_t cp = unicode::decode_utf8(token, i, &len);
+    if (cp >= inv.size() || inv[cp] < 0)
+      return Status::Error("token \"" + token + "\" holds a character outside the byte-level alphabet");
+    out.push_back(static_cast<char>(inv[cp]));
+    i += static_cast<size_t>(len);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<Tokenizer> Tokenizer::load(const std::string& path) {
+  std::string file = path;
+  if (std::filesystem::is_directory(path)) file = (std::filesystem::path(path) / "tokenizer.json").string();
+  QVL_ASSIGN_OR_RETURN(std::string text, read_file_text(file, 1ull << 30));
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::Error(file + ": not valid JSON");
+  auto fail = [&](const std::string& what) {
+    return Status::Error(file + ": " + what + " (expected a byte-level BPE tokenizer.json of the Qwen2/Qwen3 family)");
+  };
+  const auto& model = j["model"];
+  if (!model.is_object() || model.value("type", "") != "BPE") return fail("model.type is not \"BPE\"");
+  if (!model["vocab"].is_object()) return fail("model.vocab is missing");
+  if (!model["merges"].is_array()) return fail("model.merges is missing");
+
+  Tokenizer t;
+  const std::vector<int> inv = unicode_to_byte_table();
+  size_t n_ids = 0;
+  for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
+    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() > (1 << 24))
+      return fail("vocab entry \"" + it.key() + "\" has a bad id");
+    n_ids = std::max(n_ids, static_cast<size_t>(it.value().get<int64_t>()) + 1);
+  }
+  for (const auto& a : j["added_tokens"]) {
+    if (!a.is_object() || !a["id"].is_number_integer() || !a["content"].is_string())
+      return fail("an added_tokens entry lacks id or content");
+    n_ids = std::max(n_ids, static_cast<size_t>(a["id"].get<int64_t>()) + 1);
+  }
+  t.id_to_bytes_.resize(n_ids);
+  t.special_.assign(n_ids, 0);
+  t.bytes_to_id_.reserve(n_ids * 2);
+  for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
+    auto decoded = byte_level_to_bytes(it.key(), inv);
+    if (!decoded.ok()) return fail(decoded.status().message());
+    std::string bytes = std::move(decoded).value();
+    int32_t id = it.value().get<int32_t>();
+    t.id_to_bytes_[id] = bytes;
+    t.bytes_to_id_.emplace(std::move(bytes), id);
+  }
+  for (int b = 0; b < 256; ++b) {
+    auto it = t.bytes_to_id_.find(std::string(1, static_cast<char>(b)));
+    if (it == t.bytes_to_id_.end()) return fail("vocab lacks the token for byte " + std::to_string(b));
+    t.byte_token_[b] = it->second;
+  }
+  t.merges_.reserve(model["merges"].size() * 2);
+  int32_t rank = 0;
+  for (const auto& m : model["merges"]) {
+    std::string left, right;
+    if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      left = m[0].get<std::string>();
+      right = m[1].get<std::string>();
+    } else if (m.is_string()) {  // older format: "left right"
+      const std::string s = m.get<std::string>();
+      size_t sp = s.find(' ', 1);
+      if (sp == std::string::npos) return fail("merge \"" + s + "\" has no space");
+      left = s.substr(0, sp);
+      right = s.substr(sp + 1);
+    } else {
+      return fail("merge #" + std::to_string(rank) + " is neither [a, b] nor \"a b\"");
+    }
+    auto lb = byte_level_to_bytes(left, inv), rb = byte_level_to_bytes(right, inv);
+    if (!lb.ok() || !rb.ok()) return fail("merge #" + std::to_string(rank) + " is not byte-level");
+    auto li = t.bytes_to_id_.find(*lb), ri = t.bytes_to_id_.find(*rb), mi = t.bytes_to_id_.find(*lb + *rb);
+    if (li == t.bytes_to_id_.end() || ri == t.bytes_to_id_.end() || mi == t.bytes_to_id_.end())
+      return fail("merge #" + std::to_string(rank) + " (" + left + " " + right + ") names a token not in the vocab");
+    t.merges_.emplace(pair_key(li->second, ri->second), Merge{rank, mi->second});
+    ++rank;
+  }
+  for (const auto& a : j["added_tokens"]) {
+    AddedToken at{a["id"].get<int32_t>(), a["content"].get<std::string>(), a.value("special", false)};
+    if (at.content.empty()) return fail("added token " + std::to_string(at.id) + " is empty");
+    t.id_to_bytes_[at.id] = at.content;
+    t.special_[at.id] = at.special ? 1 : 0;
+    t.added_first_byte_[static_cast<uint8_t>(at.content[0])] = true;
+    t.added_.push_back(std::move(at));
+  }
+  return t;
+}
+
+void Tokenizer::bpe(std::string_view piece, std::vector<int32_t>& out) const {
+  // Symbols form a linked list; a min-heap holds candidate merges ordered by (rank, position), so the
+  // lowest-ranked pair merges first and, among equal ranks, the leftmost — as Hugging Face's Word::merge_all.
+  struct Sym {
+    int32_t id;
+    int32_t prev, next;  // indices, -1 at the ends
+  };
+  struct Cand {
+    int32_t rank, pos, left_id, right_id;
+    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  const int n = static_cast<int>(piece.size());
+  if (n == 1) {
+    out.push_back(byte_token_[static_cast<uint8_t>(piece[0])]);
+    return;
+  }
+  std::vector<Sym> sym(n);
+  for (int i = 0; i < n; ++i) sym[i] = {byte_token_[static_cast<uint8_t>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1};
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
+  auto push = [&](int l) {
+    int r = sym[l].next;
+    if (l < 0 || r < 0) return;
+    auto it = merges_.find(pair_key(sym[l].id, sym[r].id));
+    if (it != merges_.end()) heap.push({it->second.rank, l, sym[l].id, sym[r].id});
+  };
+  for (int i = 0; i + 1 < n; ++i) push(i);
+  while (!heap.empty()) {
+    Cand c = heap.top();
+    heap.pop();
+    int l = c.pos, r = sym[l].next;
+    if (sym[l].id != c.left_id || r < 0 || sym[r].id != c.right_id) continue;  // stale
+    sym[l].id = merges_.at(pair_key(c.left_id, c.right_id)).result;
+    sym[l].next = sym[r].next;
+    if (sym[r].next >= 0) sym[sym[r].next].prev = l;
+    sym[r].id = -1;  // dead
+    push(sym[l].prev);
+    push(l);
+  }
+  for (int i = 0; i >= 0; i = sym[i].next) out.push_back(sym[i].id);
+}
+
+void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out) const {
+  if (text.empty()) return;
+  const std::string clean = unicode::sanitize_utf8(text);
+  const std::string normalized = unicode::nfc(clean);
+  std::vector<std::string_view> pieces;
+  qwen2_pretokenize(normalized, pieces);
+  for (std::string_view p : pieces) {
+    bpe(p, out);
+  }
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
+  return encode_impl(text, allow_special, {});
+}
+
+std::vector<int32_t> Tokenizer::encode_prompt(std::string_view text, const std::vector<TextSpan>& user_spans) const {
+  return encode_impl(text, true, user_spans);
+}
+
+std::vector<int32_t> Tokenizer::encode_impl(std::string_view text, bool allow_special,
+                                            const std::vector<TextSpan>& user_spans) const {
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3 + 4);
+  size_t span = 0;  // the first user span that ends after position i
+  // Added tokens are matched leftmost-longest in the raw text, before normalisation.
+  size_t seg_start = 0;
+  for (size_t i = 0; i < text.size();) {
+    if (!added_first_byte_[static_cast<uint8_t>(text[i])]) {
+      ++i;
+      continue;
+    }
+    while (span < user_spans.size() && user_spans[span].end <= i) ++span;
+    const AddedToken* best = nullptr;
+    for (const AddedToken& a : added_) {
+      if (a.special) {
+        if (!allow_special) continue;
+        // A control token may not overlap text the user sent.
+        if (span < user_spans.size() && user_spans[span].begin < i + a.content.size()) continue;
+      }
+      if (text.compare(i, a.content.size(), a.content) == 0 && (!best || a.content.size() > best->content.size()))
+        best = &a;
+    }
+    if (!best) {
+      ++i;
+      continue;
+    }
+    encode_ordinary(text.substr(seg_start, i - seg_start), out);
+    out.push_back(best->id);
+    i += best->content.size();
+    seg_start = i;
+  }
+  encode_ordinary(text.substr(seg_start), out);
+  return out;
+}
+
+std::string_view Tokenizer::token_bytes(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= id_to_bytes_.size()) return {};
+  return id_to_bytes_[id];
+}
+
+bool Tokenizer::is_special(int32_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < special_.size() && special_[id];
+}
+
+int32_t Tokenizer::token_id(std::string_view token_text) const {
+  for (const AddedToken& a : added_)
+    if (a.content == token_text) return a.id;
+  auto it = bytes_to_id_.find(std::string(token_text));
+  return it == bytes_to_id_.end() ? -1 : it->second;
+}
+
+std::string Tokenizer::decode_bytes(const std::vector<int32_t>& ids, bool skip_special) const {
+  std::string out;
+  for (int32_t id : ids) {
+    if (skip_special && is_special(id)) continue;
+    out.append(token_bytes(id));
+  }
+  return out;
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special) const {
+  return unicode::sanitize_utf8(decode_bytes(ids, skip_special));
+}
+
+std::string TokenStreamDecoder::push(int32_t id) {
+  if (skip_special_ && tok_.is_special(id)) return {};
+  pending_.append(tok_.token_bytes(id));
+  size_t n = unicode::complete_utf8_prefix(pending_);
+  // Hold back only a trailing, possibly unfinished character; anything before it is emitted (with
+  // invalid bytes replaced) so a broken sequence in the middle cannot stall the stream.
+  std::string ready = unicode::sanitize_utf8(std::string_view(pending_).substr(0, n));
+  pending_.erase(0, n);
+  return ready;
+}
+
+std::string TokenStreamDecoder::flush() {
+  std::string rest = unicode::sanitize_utf8(pending_);
+  pending_.clear();
+  return rest;
+}
+
+}  // namespace qvl

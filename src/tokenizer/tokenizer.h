@@ -1,0 +1,98 @@
+// The byte-level BPE tokenizer of a model directory's tokenizer.json (Qwen2/Qwen3 family): added tokens
+// matched first, NFC, the Qwen2 split regex, byte-to-unicode mapping, BPE merges; encode and decode.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "util/status.h"
+
+namespace qvl {
+
+struct AddedToken {
+  int32_t id;
+  std::string content;
+  bool special;  // special tokens are control tokens; only the chat format may emit them
+};
+
+// A byte range [begin, end) of a string.
+struct TextSpan {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
+class Tokenizer {
+ public:
+  // Loads `path`, either a tokenizer.json file or a model directory containing one.
+  static Result<Tokenizer> load(const std::string& path);
+
+  // Encodes text. With allow_special = false (the default, for anything a user typed) the text of a
+  // special token such as "<|im_start|>" is tokenized as plain text; with true, it becomes the control
+  // token — that is for prompt text the chat format produced. Non-special added tokens (<think>,
+  // <tool_call>, ...) are matched in both modes, as Hugging Face tokenizers does. Invalid UTF-8 is
+  // replaced by U+FFFD first.
+  std::vector<int32_t> encode(std::string_view text, bool allow_special = false) const;
+
+  // Encodes a rendered prompt: control tokens are matched everywhere except inside `user_spans` (sorted,
+  // non-overlapping), which hold text the user sent. Pre-tokenization runs across span boundaries, so the
+  // ids equal encode(text, true) whenever the user text holds no control-token text.
+  std::vector<int32_t> encode_prompt(std::string_view text, const std::vector<TextSpan>& user_spans) const;
+
+  // Concatenates the bytes of the tokens. May end inside a UTF-8 character when the ids do; use
+  // decode() for text, or TokenStreamDecoder for streaming.
+  std::string decode_bytes(const std::vector<int32_t>& ids, bool skip_special = false) const;
+  // Decodes to text; invalid UTF-8 (a split character) becomes U+FFFD as in Hugging Face decode.
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special = false) const;
+
+  // The bytes of one token (empty for ids outside the vocabulary).
+  std::string_view token_bytes(int32_t id) const;
+  bool is_special(int32_t id) const;
+  // The id of a token given by its text, e.g. "<|im_end|>", or -1.
+  int32_t token_id(std::string_view token_text) const;
+  int32_t vocab_size() const { return static_cast<int32_t>(id_to_bytes_.size()); }
+  const std::vector<AddedToken>& added_tokens() const { return added_; }
+
+ private:
+  Tokenizer() = default;
+  void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const;  // no added tokens
+  std::vector<int32_t> encode_impl(std::string_view text, bool allow_special, const std::vector<TextSpan>& user_spans) const;
+  void bpe(std::string_view piece, std::vector<int32_t>& out) const;
+
+  struct Merge {
+    int32_t rank;
+    int32_t result;
+  };
+  static uint64_t pair_key(int32_t a, int32_t b) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+  }
+
+  std::vector<std::string> id_to_bytes_;                 // token id -> raw bytes (added tokens: content)
+  std::unordered_map<std::string, int32_t> bytes_to_id_;  // regular vocabulary, raw bytes -> id
+  std::unordered_map<uint64_t, Merge> merges_;           // (left id, right id) -> rank and merged id
+  int32_t byte_token_[256] = {};                         // the token of each single byte
+  std::vector<AddedToken> added_;
+  bool added_first_byte_[256] = {};                      // bytes that can start an added token
+  std::vector<uint8_t> special_;                         // per id: 1 when a special added token
+};
+
+// Turns a stream of token ids into text pieces that never split a UTF-8 character: bytes of an
+// unfinished character are held back until the token that completes it arrives.
+class TokenStreamDecoder {
+ public:
+  explicit TokenStreamDecoder(const Tokenizer& tok, bool skip_special = true) : tok_(tok), skip_special_(skip_special) {}
+  // Returns the text that became complete with this token (possibly empty).
+  std::string push(int32_t id);
+  // Returns what is still held back, with invalid bytes replaced by U+FFFD.
+  std::string flush();
+
+ private:
+  const Tokenizer& tok_;
+  bool skip_special_;
+  std::string pending_;
+};
+
+}  // namespace qvl

@@ -1,0 +1,34 @@
+// The Unicode facts the tokenizer needs: UTF-8 decoding, NFC, and the character classes of the
+// Qwen2 split regex (\p{L}, \p{N}, \s), backed by utf8proc's Unicode tables.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace qvl::unicode {
+
+// Decodes one code point at s[i]; sets `len` to its byte length. Invalid or truncated sequences decode
+// to U+FFFD with len = 1 (callers that must keep bytes verbatim use `len` to copy them).
+char32_t decode_utf8(std::string_view s, size_t i, int* len);
+
+void append_utf8(std::string& out, char32_t cp);
+
+// Replaces every invalid UTF-8 sequence with U+FFFD, as Python's bytes.decode(errors="replace") does.
+std::string sanitize_utf8(std::string_view s);
+
+// Returns true when `s` is well-formed UTF-8.
+bool is_valid_utf8(std::string_view s);
+
+// Length of the longest prefix of `s` that ends on a character boundary; a trailing incomplete (but so
+// far valid) sequence is excluded. Used to stream decoded text without splitting a character.
+size_t complete_utf8_prefix(std::string_view s);
+
+// Unicode NFC normalisation. Input must be valid UTF-8.
+std::string nfc(std::string_view s);
+
+bool is_letter(char32_t cp);      // \p{L}: Lu Ll Lt Lm Lo
+bool is_number(char32_t cp);      // \p{N}: Nd Nl No
+bool is_whitespace(char32_t cp);  // \s: the Unicode White_Space property
+
+}  // namespace qvl::unicode
