@@ -97,7 +97,9 @@ TEST(Preprocess, MatchesTransformersOnTestImages) {
       values_compared += static_cast<int64_t>(got.pixels.size());
       values_differing += differing;
       ++n_resized_compared;
-      if (differing == 0) EXPECT_TRUE(exact) << "same 8-bit pixels must give the same pixel_values";
+      if (differing == 0) {
+        EXPECT_TRUE(exact) << "same 8-bit pixels must give the same pixel_values";
+      }
     } else {
       EXPECT_TRUE(exact) << "pixel_values differ from transformers (sha256)";
     }
