@@ -40,7 +40,8 @@ const std::string& text(int which) {
     auto t = qvl::read_file_text(std::string(QVL_SOURCE_DIR) + "/tests/data/tokenizer_golden.json");
     std::string out;
     if (!t.ok()) return out;
-    for (const auto& c : nlohmann::json::parse(*t)["cases"]) out += c["text"].get<std::string>() + "\n";
+    const nlohmann::json golden = nlohmann::json::parse(*t);
+    for (const auto& c : golden["cases"]) out += c["text"].get<std::string>() + "\n";
     return out;
   }();
   return which == 0 ? english : multilingual;

@@ -23,6 +23,8 @@ def bench(tok, text, runs=7):
 
 def main():
     tok = tokenizers.Tokenizer.from_file(str(ref.MODEL / "tokenizer.json"))
+    # qvl's default: control-token text is plain text (user input); the same in HF.
+    tok.encode_special_tokens = True
     english = (ref.ROOT.parent / "shared" / "MODEL.md").read_text()
     golden = json.loads((ref.DATA / "tokenizer_golden.json").read_text())
     multilingual = "".join(c["text"] + "\n" for c in golden["cases"])
