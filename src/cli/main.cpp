@@ -15,7 +15,9 @@ const char kUsage[] =
     "  tokenize    --model DIR [--json] [--special] TEXT   print token ids\n"
     "  preprocess  --model DIR --image FILE [--min-pixels N] [--max-pixels N] [--out FILE.npy]\n"
     "                                                      resize and patchify an image as the model sees it\n"
-
+    "  run         --model DIR [--image FILE ...] -p TEXT [-n N] [--temp T] [--seed S] [--dump DIR] ...\n"
+    "                                                      answer a prompt about images, streamed to stdout\n"
+    "  make-test-model --preset tiny|2b --seed N --out DIR  write a model directory with generated weights\n"
     "  help                                                this text\n";
 
 }  // namespace
@@ -29,6 +31,8 @@ int main(int argc, char** argv) {
   qvl::cli::Args args(argv + 2, argv + argc);
   if (command == "tokenize") return qvl::cli::cmd_tokenize(args);
   if (command == "preprocess") return qvl::cli::cmd_preprocess(args);
+  if (command == "run") return qvl::cli::cmd_run(args);
+  if (command == "make-test-model") return qvl::cli::cmd_make_test_model(args);
   std::fprintf(stderr, "qvl: unknown command '%s' (try 'qvl help')\n", command.c_str());
   return 2;
 }

@@ -1,0 +1,56 @@
+// One request end to end: images preprocessed and encoded, the prompt built and prefilled, then tokens
+// sampled one step at a time and streamed as text until an end token, a stop string or the limit.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "io/image.h"
+#include "model/image_processor.h"
+#include "model/model.h"
+#include "tokenizer/chat_format.h"
+#include "util/thread_pool.h"
+
+namespace qvl {
+
+struct GenerateOptions {
+  SamplingParams sampling;
+  int max_tokens = 256;                 // new tokens at most
+  std::vector<std::string> stop;        // stop strings (not included in the output)
+  bool ignore_eos = false;              // keep going past end tokens (tests and benchmarks)
+  int64_t context = 4096;               // KV cache size: prompt + generated tokens
+  ChatOptions chat;                     // add_generation_prompt, add_vision_id, tools
+  PreprocessOptions image;              // min/max pixels
+};
+
+struct GenerateTimings {
+  double preprocess_ms = 0, vision_ms = 0, prefill_ms = 0, decode_ms = 0, ttft_ms = 0;
+  int prompt_tokens = 0, image_tokens = 0, generated_tokens = 0;
+};
+
+enum class FinishReason { kStop, kLength, kCancelled };
+const char* finish_reason_name(FinishReason r);
+
+struct GenerateResult {
+  std::string text;
+  std::vector<int32_t> tokens;
+  FinishReason finish = FinishReason::kStop;
+  GenerateTimings timings;
+};
+
+// Streams text pieces to on_text as they become complete UTF-8; on_text returns false to cancel.
+// `progress` (optional) hears the phases: "preprocess", "vision", "prefill", "decode".
+struct GenerateCallbacks {
+  std::function<bool(std::string_view)> on_text;
+  std::function<void(const char* phase)> progress;
+  const DumpFn* dump = nullptr;  // named intermediates of the vision pass and the prefill
+};
+
+Result<GenerateResult> generate(const Model& model, ThreadPool& pool, const std::vector<ChatMessage>& messages,
+                                const std::vector<ImageRGB>& images, const GenerateOptions& options,
+                                const GenerateCallbacks& callbacks = {});
+
+}  // namespace qvl

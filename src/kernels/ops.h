@@ -1,0 +1,52 @@
+// The numeric operations of the forward pass on float32 activations: matrix products against weights
+// stored in bf16/f16/f32, norms, activations, softmax and rotary embeddings. Threaded where the work is
+// large; every function here is the reference ("generic") version that faster kernels must match.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tensor/dtype.h"
+#include "util/thread_pool.h"
+
+namespace qvl {
+
+// A weight matrix [rows, cols] in row-major order (PyTorch's [out_features, in_features]), not owned.
+struct Mat {
+  DType dtype = DType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const void* data = nullptr;
+
+  bool empty() const { return data == nullptr; }
+  // Converts row r to float32 into out[0, cols).
+  void row_to_f32(int64_t r, float* out) const;
+};
+
+// y[n, m] = x[n, k] · W[m, k]ᵀ (+ bias[m]). x and y are float32 row-major; bias may be null.
+void matmul(ThreadPool& pool, const float* x, int64_t n, const Mat& w, const float* bias, float* y);
+
+// LayerNorm over the last dimension d (biased variance, as torch): y = (x - mean) / sqrt(var + eps) * w + b.
+void layer_norm(const float* x, int64_t n, int64_t d, const float* w, const float* b, float eps, float* y);
+
+// RMSNorm (Qwen3): y = w * (x * rsqrt(mean(x²) + eps)).
+void rms_norm(const float* x, int64_t n, int64_t d, const float* w, float eps, float* y);
+
+// GELU, tanh approximation (gelu_pytorch_tanh), in place.
+void gelu_tanh(float* x, int64_t n);
+// GELU, exact erf form (nn.GELU()), in place.
+void gelu_erf(float* x, int64_t n);
+// gate[i] = silu(gate[i]) * up[i] (SwiGLU), in place in gate.
+void silu_mul(float* gate, const float* up, int64_t n);
+
+// Softmax over x[0, n) in place (max-subtracted, float32 sums).
+void softmax(float* x, int64_t n);
+
+// Rotate-half rotary embedding of one head vector x[0, d): x'[j] = x[j]cos[j] - x[j+d/2]sin[j],
+// x'[j+d/2] = x[j+d/2]cos[j+d/2] + x[j]sin[j+d/2], with cos/sin of length d.
+void rope_rotate_half(float* x, int64_t d, const float* cos, const float* sin);
+
+// y += x over n values.
+void add_inplace(float* y, const float* x, int64_t n);
+
+}  // namespace qvl

@@ -1,0 +1,33 @@
+// A loaded model: configuration, tokenizer, processor settings and weights, immutable after load and
+// shared read-only by every session.
+#include "model/model.h"
+
+#include <filesystem>
+
+namespace qvl {
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& dir) {
+  if (!std::filesystem::is_directory(dir))
+    return Status::Error(dir + ": not a directory (expected a model directory with config.json, tokenizer.json "
+                               "and model.safetensors)");
+  std::unique_ptr<Model> m(new Model());
+  m->dir_ = dir;
+  QVL_ASSIGN_OR_RETURN(m->config_, ModelConfig::load(dir));
+  QVL_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::load(dir));
+  m->tokenizer_ = std::make_unique<Tokenizer>(std::move(tok));
+  QVL_ASSIGN_OR_RETURN(m->image_config_, ImageProcessorConfig::load(dir));
+  QVL_ASSIGN_OR_RETURN(m->weights_, SafetensorsModel::open(dir));
+  auto vision = bind_vision_weights(m->weights_, m->config_.vision);
+  if (!vision.ok()) return vision.status().with_context(dir);
+  m->vision_ = std::move(vision).value();
+  auto text = bind_text_weights(m->weights_, m->config_.text);
+  if (!text.ok()) return text.status().with_context(dir);
+  m->text_ = std::move(text).value();
+  if (m->image_config_.patch_size != m->config_.vision.patch_size ||
+      m->image_config_.merge_size != m->config_.vision.spatial_merge_size ||
+      m->image_config_.temporal_patch_size != m->config_.vision.temporal_patch_size)
+    return Status::Error(dir + ": preprocessor_config.json patch/merge/temporal sizes disagree with config.json");
+  return m;
+}
+
+}  // namespace qvl

@@ -1,0 +1,46 @@
+// A loaded model: configuration, tokenizer, processor settings and weights, immutable after load and
+// shared read-only by every session.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "model/config.h"
+#include "model/image_processor.h"
+#include "model/weights.h"
+#include "tokenizer/tokenizer.h"
+
+namespace qvl {
+
+// Receives named intermediates (Hugging Face module paths, e.g. "model.visual.blocks.3") for debugging.
+using DumpFn = std::function<void(const std::string& name, const float* data, const std::vector<int64_t>& shape)>;
+
+class Model {
+ public:
+  // Loads a model directory: config.json, tokenizer.json, preprocessor_config.json and the safetensors
+  // weights (single file or sharded), mapped read-only.
+  static Result<std::unique_ptr<Model>> load(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  const ModelConfig& config() const { return config_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const ImageProcessorConfig& image_config() const { return image_config_; }
+  const VisionW& vision() const { return vision_; }
+  const TextW& text() const { return text_; }
+  uint64_t mapped_bytes() const { return weights_.mapped_bytes(); }
+
+ private:
+  Model() = default;
+  std::string dir_;
+  ModelConfig config_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  ImageProcessorConfig image_config_;
+  SafetensorsModel weights_;
+  VisionW vision_;
+  TextW text_;
+};
+
+}  // namespace qvl

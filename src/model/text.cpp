@@ -1,0 +1,154 @@
+// The text decoder (Qwen3VLTextModel + the tied LM head): embeddings with image features scattered in,
+// Qwen3 layers with q/k RMSNorm, GQA and interleaved M-RoPE, DeepStack additions after the first layers,
+// and a KV cache so that each generated token costs one step.
+#include "model/text.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "kernels/ops.h"
+
+namespace qvl {
+
+KVCache::KVCache(const TextConfig& c, int64_t capacity)
+    : n_kv_(c.num_key_value_heads), head_dim_(c.head_dim), capacity_(capacity) {
+  const size_t n = static_cast<size_t>(c.num_hidden_layers) * n_kv_ * capacity_ * head_dim_;
+  k_.resize(n);
+  v_.resize(n);
+}
+
+void KVCache::truncate(int64_t n) {
+  QVL_CHECK(n >= 0 && n <= length_);
+  length_ = n;
+}
+
+namespace {
+
+// Qwen3VLTextRotaryEmbedding with interleaved M-RoPE: frequency slot j takes its position from axis H when
+// j % 3 == 1 and j < 3 * section[1], W when j % 3 == 2 and j < 3 * section[2], else T; emb = [freqs ‖ freqs].
+void mrope_tables(const TextConfig& c, const int32_t* const pos[3], int64_t n, float* cos_out, float* sin_out) {
+  const int hd = c.head_dim, half = hd / 2;
+  std::vector<float> inv(static_cast<size_t>(half));
+  // inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+  for (int j = 0; j < half; ++j)
+    inv[j] = 1.0f / std::pow(static_cast<float>(c.rope_theta), static_cast<float>(2 * j) / static_cast<float>(hd));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int j = 0; j < half; ++j) {
+      int axis = 0;
+      if (j % 3 == 1 && j < 3 * c.mrope_section[1]) axis = 1;
+      else if (j % 3 == 2 && j < 3 * c.mrope_section[2]) axis = 2;
+      const float angle = static_cast<float>(pos[axis][i]) * inv[j];
+      cos_out[i * hd + j] = cos_out[i * hd + j + half] = std::cos(angle);
+      sin_out[i * hd + j] = sin_out[i * hd + j + half] = std::sin(angle);
+    }
+  }
+}
+
+}  // namespace
+
+void text_forward(const Model& model, ThreadPool& pool, KVCache& cache, const int32_t* ids, int64_t n,
+                  const int32_t* const pos[3], const VisualInputs* visual, LogitsMode mode, float* logits,
+                  const DumpFn* dump) {
+  const TextConfig& c = model.config().text;
+  const TextW& w = model.text();
+  const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
+  const int64_t qd = nh * hd, kvd = nkv * hd, I = c.intermediate_size, V = c.vocab_size;
+  const int64_t past = cache.length();
+  QVL_CHECK(past + n <= cache.capacity());
+  auto emit = [&](const std::string& name, const float* data, std::vector<int64_t> shape) {
+    if (dump) (*dump)(name, data, shape);
+  };
+
+  // inputs_embeds = self.embed_tokens(input_ids); inputs_embeds.masked_scatter(image_mask, image_embeds)
+  std::vector<float> h(static_cast<size_t>(n * H));
+  std::vector<int64_t> visual_rows;  // positions (within this call) of the image-pad tokens
+  for (int64_t i = 0; i < n; ++i) {
+    QVL_CHECK(ids[i] >= 0 && ids[i] < V);
+    if (visual && visual->n_visual > 0 && ids[i] == model.config().image_token_id) visual_rows.push_back(i);
+    w.embed.row_to_f32(ids[i], &h[static_cast<size_t>(i * H)]);
+  }
+  if (visual && visual->n_visual > 0) {
+    QVL_CHECK(static_cast<int64_t>(visual_rows.size()) == visual->n_visual);
+    for (size_t r = 0; r < visual_rows.size(); ++r)
+      std::copy(visual->embeds + r * H, visual->embeds + (r + 1) * H, &h[static_cast<size_t>(visual_rows[r] * H)]);
+  }
+  emit("model.language_model.embed_tokens", h.data(), {n, H});
+
+  std::vector<float> cos_t(static_cast<size_t>(n * hd)), sin_t(static_cast<size_t>(n * hd));
+  mrope_tables(c, pos, n, cos_t.data(), sin_t.data());
+
+  std::vector<float> x(static_cast<size_t>(n * H)), q(static_cast<size_t>(n * qd)), k(static_cast<size_t>(n * kvd)),
+      v(static_cast<size_t>(n * kvd)), attn(static_cast<size_t>(n * qd)), tmp(static_cast<size_t>(n * H)),
+      gate(static_cast<size_t>(n * I)), up(static_cast<size_t>(n * I));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+    const TextLayerW& L = w.layers[layer];
+    // hidden_states = self.input_layernorm(hidden_states)
+    rms_norm(h.data(), n, H, L.input_norm.data(), c.rms_norm_eps, x.data());
+    // query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)); key_states likewise
+    matmul(pool, x.data(), n, L.q, nullptr, q.data());
+    matmul(pool, x.data(), n, L.k, nullptr, k.data());
+    matmul(pool, x.data(), n, L.v, nullptr, v.data());
+    rms_norm(q.data(), n * nh, hd, L.q_norm.data(), c.rms_norm_eps, q.data());
+    rms_norm(k.data(), n * nkv, hd, L.k_norm.data(), c.rms_norm_eps, k.data());
+    // query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t hh = 0; hh < nh; ++hh) rope_rotate_half(&q[i * qd + hh * hd], hd, &cos_t[i * hd], &sin_t[i * hd]);
+      for (int64_t hh = 0; hh < nkv; ++hh) rope_rotate_half(&k[i * kvd + hh * hd], hd, &cos_t[i * hd], &sin_t[i * hd]);
+    }
+    // key_states, value_states = past_key_values.update(key_states, value_states, self.layer_idx)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t hh = 0; hh < nkv; ++hh) {
+        std::copy(&k[i * kvd + hh * hd], &k[i * kvd + hh * hd] + hd, cache.k(layer, static_cast<int>(hh), past + i));
+        std::copy(&v[i * kvd + hh * hd], &v[i * kvd + hh * hd] + hd, cache.v(layer, static_cast<int>(hh), past + i));
+      }
+    // Causal attention; query head hh reads kv head hh / (nh / nkv) (repeat_kv).
+    pool.parallel_for(nh * n, 4, [&](int, int64_t b, int64_t e) {
+      std::vector<float> scores(static_cast<size_t>(past + n));
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t hh = t / n, i = t % n, kv = hh / (nh / nkv), len = past + i + 1;
+        const float* qi = &q[i * qd + hh * hd];
+        for (int64_t j = 0; j < len; ++j) {
+          const float* kj = cache.k(layer, static_cast<int>(kv), j);
+          float s = 0;
+          for (int64_t d = 0; d < hd; ++d) s += qi[d] * kj[d];
+          scores[j] = s * scale;
+        }
+        softmax(scores.data(), len);
+        float* o = &attn[i * qd + hh * hd];
+        std::fill(o, o + hd, 0.0f);
+        for (int64_t j = 0; j < len; ++j) {
+          const float* vj = cache.v(layer, static_cast<int>(kv), j);
+          const float p = scores[j];
+          for (int64_t d = 0; d < hd; ++d) o[d] += p * vj[d];
+        }
+      }
+    });
+    // hidden_states = residual + self.o_proj(attn_output)
+    matmul(pool, attn.data(), n, L.o, nullptr, tmp.data());
+    add_inplace(h.data(), tmp.data(), n * H);
+    // hidden_states = residual + self.mlp(self.post_attention_layernorm(hidden_states))
+    rms_norm(h.data(), n, H, L.post_norm.data(), c.rms_norm_eps, x.data());
+    matmul(pool, x.data(), n, L.gate, nullptr, gate.data());
+    matmul(pool, x.data(), n, L.up, nullptr, up.data());
+    silu_mul(gate.data(), up.data(), n * I);
+    matmul(pool, gate.data(), n, L.down, nullptr, tmp.data());
+    add_inplace(h.data(), tmp.data(), n * H);
+    // hidden_states = self._deepstack_process(hidden_states, visual_pos_masks, deepstack_visual_embeds[layer_idx])
+    if (visual && visual->n_visual > 0 && layer < static_cast<int>(visual->deepstack.size())) {
+      for (size_t r = 0; r < visual_rows.size(); ++r)
+        add_inplace(&h[static_cast<size_t>(visual_rows[r] * H)], visual->deepstack[layer] + r * H, H);
+    }
+    emit("model.language_model.layers." + std::to_string(layer), h.data(), {n, H});
+  }
+  cache.advance(n);
+  if (mode == LogitsMode::kNone) return;
+  // hidden_states = self.norm(hidden_states); logits = self.lm_head(hidden_states)
+  const int64_t first = mode == LogitsMode::kLast ? n - 1 : 0, rows = n - first;
+  rms_norm(&h[static_cast<size_t>(first * H)], rows, H, w.norm.data(), c.rms_norm_eps, x.data());
+  emit("model.language_model.norm", x.data(), {rows, H});
+  matmul(pool, x.data(), rows, w.lm_head, nullptr, logits);
+}
+
+}  // namespace qvl

@@ -1,0 +1,56 @@
+// The text decoder (Qwen3VLTextModel + the tied LM head): embeddings with image features scattered in,
+// Qwen3 layers with q/k RMSNorm, GQA and interleaved M-RoPE, DeepStack additions after the first layers,
+// and a KV cache so that each generated token costs one step.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/model.h"
+#include "util/thread_pool.h"
+
+namespace qvl {
+
+// Keys and values of every layer for the tokens seen so far, float32: [layer][kv_head][position][head_dim].
+class KVCache {
+ public:
+  KVCache(const TextConfig& c, int64_t capacity);
+  int64_t capacity() const { return capacity_; }
+  int64_t length() const { return length_; }
+  void clear() { length_ = 0; }
+  // Forgets everything from position n on (n <= length).
+  void truncate(int64_t n);
+
+  float* k(int layer, int head, int64_t pos) { return &k_[index(layer, head, pos)]; }
+  float* v(int layer, int head, int64_t pos) { return &v_[index(layer, head, pos)]; }
+  const float* k(int layer, int head, int64_t pos) const { return &k_[index(layer, head, pos)]; }
+  const float* v(int layer, int head, int64_t pos) const { return &v_[index(layer, head, pos)]; }
+  void advance(int64_t n) { length_ += n; }
+  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
+
+ private:
+  size_t index(int layer, int head, int64_t pos) const {
+    return ((static_cast<size_t>(layer) * n_kv_ + head) * capacity_ + pos) * head_dim_;
+  }
+  int n_kv_, head_dim_;
+  int64_t capacity_, length_ = 0;
+  std::vector<float> k_, v_;
+};
+
+// The visual inputs of one forward call: rows of `embeds` replace the embeddings of the image-pad tokens
+// in order of appearance; deepstack[j] rows are added after layer j at those same positions.
+struct VisualInputs {
+  const float* embeds = nullptr;                 // [n_visual, hidden]
+  std::vector<const float*> deepstack;           // each [n_visual, hidden]
+  int64_t n_visual = 0;
+};
+
+enum class LogitsMode { kNone, kLast, kAll };
+
+// Runs n tokens (ids) at the given 3-D positions (pos[axis][i]) after the cache's current length, appends
+// their keys/values to the cache, and writes logits for the last token ([vocab]) or for all ([n, vocab]).
+void text_forward(const Model& model, ThreadPool& pool, KVCache& cache, const int32_t* ids, int64_t n,
+                  const int32_t* const pos[3], const VisualInputs* visual, LogitsMode mode, float* logits,
+                  const DumpFn* dump = nullptr);
+
+}  // namespace qvl

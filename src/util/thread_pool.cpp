@@ -1,0 +1,114 @@
+// A persistent pool of worker threads with a low-overhead parallel_for: the calling thread takes part,
+// workers spin briefly before sleeping so back-to-back calls (one per layer) do not pay a wake-up each.
+#include "util/thread_pool.h"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <string>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace qvl {
+
+namespace {
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#endif
+}
+// Spin this many rounds (~tens of microseconds) before sleeping on the condition variable.
+constexpr int kSpinRounds = 20000;
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ThreadPool::worker(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    // Wait for a new generation: spin first, then sleep.
+    uint64_t gen = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; gen == seen && spin < kSpinRounds; ++spin) {
+      cpu_relax();
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    if (gen == seen) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    seen = gen;
+    const std::function<void(int)>* job;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      job = job_;
+    }
+    (*job)(index);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
+  if (n_threads_ == 1) {
+    fn(0);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = &fn;
+    pending_.store(n_threads_ - 1, std::memory_order_release);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  cv_.notify_all();
+  fn(0);
+  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int, int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  const int64_t chunks = (n + grain - 1) / grain;
+  const int used = static_cast<int>(std::min<int64_t>(n_threads_, chunks));
+  if (used == 1) {
+    fn(0, 0, n);
+    return;
+  }
+  // Thread t gets chunks [t*chunks/used, (t+1)*chunks/used).
+  run_on_all([&](int t) {
+    if (t >= used) return;
+    const int64_t c0 = t * chunks / used, c1 = (t + 1) * chunks / used;
+    const int64_t b = c0 * grain, e = std::min(n, c1 * grain);
+    if (b < e) fn(t, b, e);
+  });
+}
+
+int ThreadPool::physical_cores() {
+  // Count distinct (package, core) pairs of the online CPUs.
+  std::set<std::pair<std::string, std::string>> cores;
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned cpu = 0; cpu < hw; ++cpu) {
+    const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+    std::ifstream pkg(base + "physical_package_id"), core(base + "core_id");
+    std::string p, c;
+    if (!(pkg >> p) || !(core >> c)) return static_cast<int>(hw);
+    cores.insert({p, c});
+  }
+  return cores.empty() ? static_cast<int>(hw) : static_cast<int>(cores.size());
+}
+
+}  // namespace qvl

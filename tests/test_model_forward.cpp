@@ -1,0 +1,209 @@
+// The forward pass against transformers (float32, eager attention) on the tiny test model: vision output
+// and DeepStack features, the hidden state after every text layer, logits at every prompt position and 32
+// greedy tokens, for text only, one image, two images and a two-turn conversation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/generate.h"
+#include "engine/prompt.h"
+#include "io/npy.h"
+#include "model/mrope.h"
+#include "model/test_model.h"
+#include "model/text.h"
+#include "model/vision.h"
+#include "test_paths.h"
+#include "tokenizer/chat_json.h"
+#include "util/file.h"
+
+namespace qvl {
+namespace {
+
+constexpr double kTolerance = 1e-4;  // max |ours - theirs| / max |theirs| per tensor (logits: per position)
+
+class ModelForward : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string((std::filesystem::temp_directory_path() / ("qvl-test-tiny-" + std::to_string(::getpid()))).string());
+    TestModelOptions o;
+    o.preset = "tiny";
+    o.seed = 1;
+    o.out_dir = *dir_;
+    o.model_files_dir = test::model_files_dir();
+    Status s = make_test_model(o);
+    ASSERT_TRUE(s.ok()) << s.message();
+    auto m = Model::load(*dir_);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    model_ = m->release();
+    pool_ = new ThreadPool(2);
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete pool_;
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+  static std::string* dir_;
+  static Model* model_;
+  static ThreadPool* pool_;
+};
+std::string* ModelForward::dir_ = nullptr;
+Model* ModelForward::model_ = nullptr;
+ThreadPool* ModelForward::pool_ = nullptr;
+
+// Relative error of `got` against the reference array: max |diff| / max |ref|.
+double rel_error(const float* got, const NpyArray& ref, int64_t count) {
+  const float* r = reinterpret_cast<const float*>(ref.data.data());
+  double max_ref = 0, max_diff = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    max_ref = std::max(max_ref, std::abs(static_cast<double>(r[i])));
+    max_diff = std::max(max_diff, std::abs(static_cast<double>(got[i]) - r[i]));
+  }
+  return max_ref > 0 ? max_diff / max_ref : max_diff;
+}
+
+NpyArray load(const std::string& path) {
+  auto a = read_npy(path);
+  EXPECT_TRUE(a.ok()) << a.status().message();
+  return a.ok() ? std::move(a).value() : NpyArray{};
+}
+
+void check_case(const Model& model, ThreadPool& pool, const std::string& name) {
+  SCOPED_TRACE(name);
+  const std::string dir = test::data_dir() + "/model/" + name;
+  auto text = read_file_text(dir + "/case.json");
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  const auto c = nlohmann::ordered_json::parse(*text);
+
+  // Prompt: messages -> ids, exactly the processor's.
+  auto messages = chat_messages_from_json(c["messages"]);
+  ASSERT_TRUE(messages.ok()) << messages.status().message();
+  std::vector<ImageRGB> images;
+  std::vector<PreprocessedImage> pre;
+  std::vector<int> tokens;
+  std::vector<GridTHW> grids;
+  PreprocessOptions popts;
+  popts.min_pixels = c["min_pixels"];
+  popts.max_pixels = c["max_pixels"];
+  for (const auto& f : c["images"]) {
+    auto img = load_image_file(test::data_dir() + "/" + f.get<std::string>());
+    ASSERT_TRUE(img.ok()) << img.status().message();
+    auto p = preprocess_image(*img, model.image_config(), popts);
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    tokens.push_back(p->num_tokens());
+    grids.push_back({p->grid_t, p->grid_h, p->grid_w});
+    images.push_back(std::move(img).value());
+    pre.push_back(std::move(p).value());
+  }
+  auto ids = build_prompt_ids(model.tokenizer(), render_chat_with_spans(*messages), tokens);
+  ASSERT_TRUE(ids.ok()) << ids.status().message();
+  ASSERT_EQ(*ids, c["input_ids"].get<std::vector<int32_t>>());
+  const int64_t n = static_cast<int64_t>(ids->size());
+  auto pos = get_rope_index(*ids, grids, {}, model.config().vision.spatial_merge_size);
+  ASSERT_TRUE(pos.ok()) << pos.status().message();
+
+  // Vision tower and DeepStack features.
+  VisionOutput vis;
+  VisualInputs visual;
+  if (!pre.empty()) {
+    std::vector<const PreprocessedImage*> ptrs;
+    for (const auto& p : pre) ptrs.push_back(&p);
+    vis = encode_images(model, pool, ptrs);
+    NpyArray ref = load(dir + "/visual.npy");
+    ASSERT_EQ(ref.numel(), vis.n_tokens * vis.dim);
+    const double e = rel_error(vis.embeds.data(), ref, ref.numel());
+    std::printf("[forward] %s visual rel err %.2e\n", name.c_str(), e);
+    EXPECT_LE(e, kTolerance) << "vision tower output";
+    for (size_t j = 0; j < vis.deepstack.size(); ++j) {
+      NpyArray d = load(dir + "/deepstack_" + std::to_string(j) + ".npy");
+      ASSERT_EQ(d.numel(), vis.n_tokens * vis.dim);
+      EXPECT_LE(rel_error(vis.deepstack[j].data(), d, d.numel()), kTolerance) << "DeepStack feature " << j;
+    }
+    visual.embeds = vis.embeds.data();
+    visual.n_visual = vis.n_tokens;
+    for (const auto& d : vis.deepstack) visual.deepstack.push_back(d.data());
+  }
+
+  // Prefill with every layer's output captured; logits at every position.
+  std::map<std::string, std::vector<float>> layers;
+  DumpFn dump = [&](const std::string& key, const float* data, const std::vector<int64_t>& shape) {
+    if (key.rfind("model.language_model.layers.", 0) != 0) return;
+    size_t count = 1;
+    for (int64_t d : shape) count *= static_cast<size_t>(d);
+    layers[key].assign(data, data + count);
+  };
+  const int64_t V = model.config().text.vocab_size;
+  KVCache cache(model.config().text, n + 8);
+  std::vector<float> logits(static_cast<size_t>(n * V));
+  const int32_t* p3[3] = {pos->pos[0].data(), pos->pos[1].data(), pos->pos[2].data()};
+  text_forward(model, pool, cache, ids->data(), n, p3, pre.empty() ? nullptr : &visual, LogitsMode::kAll,
+               logits.data(), &dump);
+  int first_diverging = -1;
+  for (int i = 0; i < model.config().text.num_hidden_layers; ++i) {
+    NpyArray ref = load(dir + "/layer_" + std::to_string(i) + ".npy");
+    const auto& got = layers["model.language_model.layers." + std::to_string(i)];
+    ASSERT_EQ(static_cast<int64_t>(got.size()), ref.numel());
+    const double e = rel_error(got.data(), ref, ref.numel());
+    if (e > kTolerance && first_diverging < 0) first_diverging = i;
+  }
+  EXPECT_EQ(first_diverging, -1) << "first text layer whose output diverges from transformers";
+
+  const auto& L = c["logits"];
+  double worst = 0;
+  int argmax_mismatch = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = &logits[static_cast<size_t>(i * V)];
+    const double max_abs = L["max_abs"][i].get<double>();
+    auto check = [&](int64_t id, double want) { worst = std::max(worst, std::abs(row[id] - want) / max_abs); };
+    for (size_t k = 0; k < L["top_ids"][i].size(); ++k) check(L["top_ids"][i][k], L["top_values"][i][k]);
+    for (size_t k = 0; k < L["fixed_ids"].size(); ++k) check(L["fixed_ids"][k], L["fixed_values"][i][k]);
+    double mx = row[0];
+    int64_t am = 0;
+    for (int64_t v = 1; v < V; ++v)
+      if (row[v] > mx) mx = row[v], am = v;
+    double sum = 0;
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v]) - mx);
+    const double lse = mx + std::log(sum);
+    worst = std::max(worst, std::abs(lse - L["logsumexp"][i].get<double>()) / max_abs);
+    argmax_mismatch += am != L["argmax"][i].get<int64_t>();
+  }
+  std::printf("[forward] %s: %lld positions, max relative logit error %.2e\n", name.c_str(),
+              static_cast<long long>(n), worst);
+  EXPECT_LE(worst, kTolerance) << "logits";
+  EXPECT_EQ(argmax_mismatch, 0);
+
+  // 32 greedy tokens through the whole engine (prefill + cached decode steps).
+  GenerateOptions g;
+  g.sampling.temperature = 0;
+  g.sampling.repetition_penalty = 1.0f;
+  g.max_tokens = 32;
+  g.ignore_eos = true;
+  g.image = popts;
+  auto r = generate(model, pool, *messages, images, g);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->tokens, c["greedy"].get<std::vector<int32_t>>());
+}
+
+TEST_F(ModelForward, TextOnly) { check_case(*model_, *pool_, "text_only"); }
+TEST_F(ModelForward, OneImage) { check_case(*model_, *pool_, "one_image"); }
+TEST_F(ModelForward, TwoImages) { check_case(*model_, *pool_, "two_images"); }
+TEST_F(ModelForward, TwoTurnsImageInFirst) { check_case(*model_, *pool_, "two_turns"); }
+
+TEST_F(ModelForward, RejectsAPromptLongerThanTheContext) {
+  ChatMessage m;
+  m.role = "user";
+  m.content_string = std::string(400, 'a') + " b c d e f g";
+  GenerateOptions g;
+  g.context = 32;
+  auto r = generate(*model_, *pool_, {m}, {}, g);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("context"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace qvl
