@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "engine/generate.h"
 #include "io/npy.h"
+#include "util/file.h"
 
 namespace qvl::cli {
 
@@ -178,6 +179,13 @@ int cmd_run(const Args& args) {
   auto r = generate(**model, pool, messages, images, opts, cb);
   if (!r.ok()) return fail(cmd, r.status().message());
   std::printf("\n");
+  if (!dump_dir.empty()) {
+    std::string ids = "[";
+    for (size_t k = 0; k < r->tokens.size(); ++k) ids += (k ? ", " : "") + std::to_string(r->tokens[k]);
+    ids += "]\n";
+    Status s = write_file_bytes(dump_dir + "/generated_ids.json", ids.data(), ids.size());
+    if (!s.ok()) return fail(cmd, s.message());
+  }
   const GenerateTimings& t = r->timings;
   std::fprintf(stderr,
                "\nload %.0f ms | preprocess %.0f ms | image encode %.0f ms (%d image tokens) | prefill %.0f ms "

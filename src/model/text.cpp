@@ -149,6 +149,7 @@ void text_forward(const Model& model, ThreadPool& pool, KVCache& cache, const in
   rms_norm(&h[static_cast<size_t>(first * H)], rows, H, w.norm.data(), c.rms_norm_eps, x.data());
   emit("model.language_model.norm", x.data(), {rows, H});
   matmul(pool, x.data(), rows, w.lm_head, nullptr, logits);
+  emit("lm_head", logits, {rows, V});
 }
 
 }  // namespace qvl
