@@ -7,94 +7,80 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/kernels.h"
 #include "util/status.h"
 
 namespace qvl {
 
-void Mat::row_to_f32(int64_t r, float* out) const {
-  switch (dtype) {
-    case DType::kF32:
-      std::memcpy(out, static_cast<const float*>(data) + r * cols, static_cast<size_t>(cols) * sizeof(float));
-      return;
-    case DType::kBF16: {
-      const uint16_t* p = static_cast<const uint16_t*>(data) + r * cols;
-      for (int64_t i = 0; i < cols; ++i) out[i] = bf16_to_f32(p[i]);
-      return;
-    }
-    case DType::kF16: {
-      const uint16_t* p = static_cast<const uint16_t*>(data) + r * cols;
-      for (int64_t i = 0; i < cols; ++i) out[i] = f16_to_f32(p[i]);
-      return;
-    }
-  }
-}
+void Mat::row_to_f32(int64_t r, float* out) const { kernels().row_to_f32(type, row(r), out, cols); }
 
 namespace {
 
-// Dot products of one x row with 4 weight rows, 8 lanes each so the compiler can keep them in vectors.
-inline void dot4(const float* x, const float* w0, const float* w1, const float* w2, const float* w3, int64_t k,
-                 float out[4]) {
-  float a0[8] = {}, a1[8] = {}, a2[8] = {}, a3[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= k; i += 8) {
-    for (int j = 0; j < 8; ++j) {
-      const float xv = x[i + j];
-      a0[j] += xv * w0[i + j];
-      a1[j] += xv * w1[i + j];
-      a2[j] += xv * w2[i + j];
-      a3[j] += xv * w3[i + j];
+// Float weights: kBlockBytes of weight rows are widened to float32 at a time (about half of a 512 KiB L2)
+// and reused across all activation rows; tiles of 4 activation rows x 3 weight rows go to the kernel.
+constexpr int64_t kBlockBytes = 192 * 1024;
+constexpr int kTileX = 4, kTileW = 3;
+
+void matmul_float(ThreadPool& pool, const KernelTable& K, const float* x, int64_t n, const Mat& w, float* y) {
+  const int64_t m = w.rows, k = w.cols;
+  const int64_t block = std::max<int64_t>(kTileW, kBlockBytes / (k * 4) / kTileW * kTileW);
+  pool.parallel_for(m, std::min<int64_t>(block, (m + pool.size() - 1) / pool.size()), [&](int, int64_t m0, int64_t m1) {
+    thread_local std::vector<float> wbuf;
+    wbuf.resize(static_cast<size_t>(block * k));
+    for (int64_t b0 = m0; b0 < m1; b0 += block) {
+      const int64_t rows = std::min(block, m1 - b0);
+      for (int64_t r = 0; r < rows; ++r) K.row_to_f32(w.type, w.row(b0 + r), &wbuf[static_cast<size_t>(r * k)], k);
+      for (int64_t i = 0; i < n; i += kTileX) {
+        const int mr = static_cast<int>(std::min<int64_t>(kTileX, n - i));
+        for (int64_t r = 0; r < rows; r += kTileW) {
+          const int nr = static_cast<int>(std::min<int64_t>(kTileW, rows - r));
+          K.gemm_f32_tile(x + i * k, k, &wbuf[static_cast<size_t>(r * k)], k, k, y + i * m + b0 + r, m, mr, nr);
+        }
+      }
     }
-  }
-  float s[4] = {0, 0, 0, 0};
-  for (int j = 0; j < 8; ++j) {
-    s[0] += a0[j];
-    s[1] += a1[j];
-    s[2] += a2[j];
-    s[3] += a3[j];
-  }
-  for (; i < k; ++i) {
-    s[0] += x[i] * w0[i];
-    s[1] += x[i] * w1[i];
-    s[2] += x[i] * w2[i];
-    s[3] += x[i] * w3[i];
-  }
-  std::copy(s, s + 4, out);
+  });
+}
+
+// Quantized weights: activation rows are quantized to Q8_0 once, then each weight row is dotted with groups
+// of 4 activation rows (the weight blocks stay in L1 across the group).
+void matmul_quantized(ThreadPool& pool, const KernelTable& K, const float* x, int64_t n, const Mat& w, float* y) {
+  const int64_t m = w.rows, k = w.cols, nb = k / kQK;
+  QVL_CHECK(k % kQK == 0);
+  thread_local std::vector<BlockQ8_0> xq;
+  xq.resize(static_cast<size_t>(n * nb));
+  BlockQ8_0* xqp = xq.data();
+  pool.parallel_for(n, 1, [&](int, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) K.quantize_q8_0(x + i * k, xqp + i * nb, k);
+  });
+  pool.parallel_for(m, 16, [&](int, int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      for (int64_t i = 0; i < n; i += 4) {
+        const int mr = static_cast<int>(std::min<int64_t>(4, n - i));
+        if (w.type == WeightType::kQ8_0)
+          K.dot_q8_0_rows(static_cast<const BlockQ8_0*>(w.row(j)), xqp + i * nb, nb, y + i * m + j, m, mr);
+        else
+          K.dot_q4_0_rows(static_cast<const BlockQ4_0*>(w.row(j)), xqp + i * nb, nb, y + i * m + j, m, mr);
+      }
+    }
+  });
 }
 
 }  // namespace
 
 void matmul(ThreadPool& pool, const float* x, int64_t n, const Mat& w, const float* bias, float* y) {
-  const int64_t m = w.rows, k = w.cols;
-  QVL_CHECK(w.data != nullptr && m > 0 && k > 0);
-  // kRowBlock weight rows are converted to float32 at a time: 16 rows x k <= 6144 floats = 384 KiB at
-  // most, reused across all n activation rows (tiled by kRowTile to stay in cache).
-  constexpr int64_t kRowBlock = 16;
-  constexpr int64_t kRowTile = 64;
-  pool.parallel_for(m, kRowBlock, [&](int, int64_t m0, int64_t m1) {
-    thread_local std::vector<float> wbuf;
-    wbuf.resize(static_cast<size_t>(kRowBlock * k + 4 * k));
-    for (int64_t b0 = m0; b0 < m1; b0 += kRowBlock) {
-      const int64_t rows = std::min(kRowBlock, m1 - b0);
-      for (int64_t r = 0; r < rows; ++r) w.row_to_f32(b0 + r, &wbuf[static_cast<size_t>(r * k)]);
-      // Pad to a multiple of 4 rows with zeros so dot4 needs no tail case.
-      const int64_t rows4 = (rows + 3) / 4 * 4;
-      std::fill(wbuf.begin() + rows * k, wbuf.begin() + rows4 * k, 0.0f);
-      for (int64_t i0 = 0; i0 < n; i0 += kRowTile) {
-        const int64_t i1 = std::min(n, i0 + kRowTile);
-        for (int64_t r = 0; r < rows4; r += 4) {
-          const float* w0 = &wbuf[static_cast<size_t>(r * k)];
-          for (int64_t i = i0; i < i1; ++i) {
-            float s[4];
-            dot4(x + i * k, w0, w0 + k, w0 + 2 * k, w0 + 3 * k, k, s);
-            for (int64_t j = 0; j < 4 && r + j < rows; ++j) {
-              const int64_t col = b0 + r + j;
-              y[i * m + col] = s[j] + (bias ? bias[col] : 0.0f);
-            }
-          }
-        }
-      }
-    }
-  });
+  const int64_t m = w.rows;
+  QVL_CHECK(w.data != nullptr && m > 0 && w.cols > 0 && n >= 0);
+  if (n == 0) return;
+  const KernelTable& K = kernels();
+  if (is_quantized(w.type)) {
+    matmul_quantized(pool, K, x, n, w, y);
+  } else {
+    matmul_float(pool, K, x, n, w, y);
+  }
+  if (bias) {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) y[i * m + j] += bias[j];
+  }
 }
 
 void layer_norm(const float* x, int64_t n, int64_t d, const float* w, const float* b, float eps, float* y) {

@@ -6,24 +6,30 @@
 #include <cstdint>
 #include <vector>
 
-#include "tensor/dtype.h"
+#include "tensor/quant.h"
 #include "util/thread_pool.h"
 
 namespace qvl {
 
-// A weight matrix [rows, cols] in row-major order (PyTorch's [out_features, in_features]), not owned.
+// A weight matrix [rows, cols] in row-major order (PyTorch's [out_features, in_features]), not owned:
+// float rows as in the checkpoint, or rows of quantized blocks.
 struct Mat {
-  DType dtype = DType::kF32;
+  WeightType type = WeightType::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
   const void* data = nullptr;
 
   bool empty() const { return data == nullptr; }
+  const void* row(int64_t r) const {
+    return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_bytes(type, cols);
+  }
   // Converts row r to float32 into out[0, cols).
   void row_to_f32(int64_t r, float* out) const;
 };
 
-// y[n, m] = x[n, k] · W[m, k]ᵀ (+ bias[m]). x and y are float32 row-major; bias may be null.
+// y[n, m] = x[n, k] · W[m, k]ᵀ (+ bias[m]). x and y are float32 row-major; bias may be null. Float weights
+// are widened to float32 a block of rows at a time; with quantized weights the activations are quantized
+// to Q8_0 (32 values per scale) and dotted in integers.
 void matmul(ThreadPool& pool, const float* x, int64_t n, const Mat& w, const float* bias, float* y);
 
 // LayerNorm over the last dimension d (biased variance, as torch): y = (x - mean) / sqrt(var + eps) * w + b.

@@ -33,13 +33,13 @@ class Binder {
     QVL_ASSIGN_OR_RETURN(const TensorView* t, get(name, shape));
     int64_t cols = 1;
     for (size_t i = 1; i < shape.size(); ++i) cols *= shape[i];
-    return Mat{t->dtype, shape[0], cols, t->data};
+    return Mat{weight_type_of(t->dtype), shape[0], cols, t->data};
   }
 
   Result<std::vector<float>> vec(const std::string& name, int64_t n) const {
     QVL_ASSIGN_OR_RETURN(const TensorView* t, get(name, {n}));
     std::vector<float> out(static_cast<size_t>(n));
-    Mat{t->dtype, 1, n, t->data}.row_to_f32(0, out.data());
+    Mat{weight_type_of(t->dtype), 1, n, t->data}.row_to_f32(0, out.data());
     return out;
   }
 

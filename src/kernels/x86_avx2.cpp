@@ -1,0 +1,209 @@
+// The AVX2 + FMA + F16C kernels (compiled with only those flags; see CMakeLists.txt). Each computes what its
+// twin in generic.cpp computes, up to float summation order.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/kernels.h"
+
+namespace qvl {
+namespace avx2 {
+namespace {
+
+// Local scalar conversions: the shared inline helpers of dtype.h must not be compiled with AVX2 flags here,
+// or the linker could pick this file's copy for generic code (an ODR trap).
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+inline uint16_t f2h(float f) { return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
+inline float bf2f(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline __m256i load_q4_0_as_i8(const BlockQ4_0& b) {
+  // Low nibbles are values 0..15, high nibbles 16..31; subtract 8 to centre them.
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+  const __m256i both = _mm256_insertf128_si256(_mm256_castsi128_si256(raw), _mm_srli_epi16(raw, 4), 1);
+  return _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8));
+}
+
+void row_to_f32(WeightType type, const void* row, float* out, int64_t cols) {
+  switch (type) {
+    case WeightType::kF32:
+      std::memcpy(out, row, static_cast<size_t>(cols) * sizeof(float));
+      return;
+    case WeightType::kBF16: {
+      const uint16_t* p = static_cast<const uint16_t*>(row);
+      int64_t i = 0;
+      for (; i + 8 <= cols; i += 8) {
+        const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)));
+        _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+      }
+      for (; i < cols; ++i) out[i] = bf2f(p[i]);
+      return;
+    }
+    case WeightType::kF16: {
+      const uint16_t* p = static_cast<const uint16_t*>(row);
+      int64_t i = 0;
+      for (; i + 8 <= cols; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i))));
+      for (; i < cols; ++i) out[i] = h2f(p[i]);
+      return;
+    }
+    case WeightType::kQ8_0: {
+      const BlockQ8_0* b = static_cast<const BlockQ8_0*>(row);
+      for (int64_t k = 0; k < cols / kQK; ++k) {
+        const __m256 d = _mm256_set1_ps(h2f(b[k].d));
+        for (int j = 0; j < kQK; j += 8) {
+          const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b[k].qs + j)));
+          _mm256_storeu_ps(out + k * kQK + j, _mm256_mul_ps(d, _mm256_cvtepi32_ps(q)));
+        }
+      }
+      return;
+    }
+    case WeightType::kQ4_0: {
+      const BlockQ4_0* b = static_cast<const BlockQ4_0*>(row);
+      alignas(32) int8_t q[kQK];
+      for (int64_t k = 0; k < cols / kQK; ++k) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(q), load_q4_0_as_i8(b[k]));
+        const __m256 d = _mm256_set1_ps(h2f(b[k].d));
+        for (int j = 0; j < kQK; j += 8) {
+          const __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + j)));
+          _mm256_storeu_ps(out + k * kQK + j, _mm256_mul_ps(d, _mm256_cvtepi32_ps(v)));
+        }
+      }
+      return;
+    }
+  }
+}
+
+// MR x NR dot products, 8 lanes each: kMR = 4 x-rows by kNR = 3 w-rows is 12 accumulators, leaving 4
+// registers for the 4 x loads (w loads are folded into the FMAs' memory operands).
+template <int MR, int NR>
+void tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k, float* y, int64_t ldy) {
+  __m256 acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+  int64_t t = 0;
+  for (; t + 8 <= k; t += 8) {
+    __m256 xv[MR];
+    for (int i = 0; i < MR; ++i) xv[i] = _mm256_loadu_ps(x + i * ldx + t);
+    for (int j = 0; j < NR; ++j) {
+      const __m256 wv = _mm256_loadu_ps(w + j * ldw + t);
+      for (int i = 0; i < MR; ++i) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) {
+      float s = hsum(acc[i][j]);
+      for (int64_t u = t; u < k; ++u) s += x[i * ldx + u] * w[j * ldw + u];
+      y[i * ldy + j] = s;
+    }
+}
+
+void gemm_f32_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k, float* y, int64_t ldy,
+                   int mr, int nr) {
+  using Fn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t);
+  static constexpr Fn kTiles[4][3] = {
+      {tile<1, 1>, tile<1, 2>, tile<1, 3>},
+      {tile<2, 1>, tile<2, 2>, tile<2, 3>},
+      {tile<3, 1>, tile<3, 2>, tile<3, 3>},
+      {tile<4, 1>, tile<4, 2>, tile<4, 3>},
+  };
+  kTiles[mr - 1][nr - 1](x, ldx, w, ldw, k, y, ldy);
+}
+
+void quantize_q8_0(const float* x, BlockQ8_0* out, int64_t cols) {
+  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    const float* xb = x + b * kQK;
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int j = 0; j < 4; ++j) {
+      v[j] = _mm256_loadu_ps(xb + 8 * j);
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_mask, v[j]));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    // Same arithmetic as quantize_row_q8_0_ref: d = amax / 127, q = nearbyint(x * (1 / d)).
+    const float d = _mm_cvtss_f32(m) / 127.0f;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    out[b].d = f2h(d);
+    const __m256 idv = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int j = 0; j < 4; ++j)
+      q[j] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[j], idv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    // Pack 32 int32 -> 32 int8 in order (packs work per 128-bit lane, so fix the order with a permute).
+    const __m256i p01 = _mm256_packs_epi32(q[0], q[1]);
+    const __m256i p23 = _mm256_packs_epi32(q[2], q[3]);
+    __m256i p = _mm256_packs_epi16(p01, p23);
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), p);
+  }
+}
+
+// Signed int8 dot of 32 pairs via maddubs: |w| (unsigned) times x with w's sign, pairs summed to int16,
+// then to int32 lanes.
+inline __m256i dot_i8(__m256i w_abs, __m256i w, __m256i x) {
+  const __m256i p16 = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(x, w));
+  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+template <int MR, class Block, class Load>
+void dot_rows(const Block* w, const BlockQ8_0* x, int64_t nb, float* y, int64_t ldy, Load load) {
+  __m256 acc[MR];
+  for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i wq = load(w[b]);
+    const __m256i wa = _mm256_sign_epi8(wq, wq);
+    const float dw = h2f(w[b].d);
+    for (int i = 0; i < MR; ++i) {
+      const BlockQ8_0& xb = x[i * nb + b];
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
+      const __m256 s = _mm256_cvtepi32_ps(dot_i8(wa, wq, xq));
+      acc[i] = _mm256_fmadd_ps(s, _mm256_set1_ps(dw * h2f(xb.d)), acc[i]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) y[i * ldy] = hsum(acc[i]);
+}
+
+void dot_q8_0_rows(const BlockQ8_0* w, const BlockQ8_0* x, int64_t nb, float* y, int64_t ldy, int mr) {
+  auto load = [](const BlockQ8_0& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); };
+  switch (mr) {
+    case 1: return dot_rows<1>(w, x, nb, y, ldy, load);
+    case 2: return dot_rows<2>(w, x, nb, y, ldy, load);
+    case 3: return dot_rows<3>(w, x, nb, y, ldy, load);
+    default: return dot_rows<4>(w, x, nb, y, ldy, load);
+  }
+}
+
+void dot_q4_0_rows(const BlockQ4_0* w, const BlockQ8_0* x, int64_t nb, float* y, int64_t ldy, int mr) {
+  auto load = [](const BlockQ4_0& b) { return load_q4_0_as_i8(b); };
+  switch (mr) {
+    case 1: return dot_rows<1>(w, x, nb, y, ldy, load);
+    case 2: return dot_rows<2>(w, x, nb, y, ldy, load);
+    case 3: return dot_rows<3>(w, x, nb, y, ldy, load);
+    default: return dot_rows<4>(w, x, nb, y, ldy, load);
+  }
+}
+
+}  // namespace
+}  // namespace avx2
+
+const KernelTable* avx2_kernels() {
+  static const KernelTable table{"avx2", avx2::row_to_f32, avx2::gemm_f32_tile, avx2::quantize_q8_0,
+                                 avx2::dot_q8_0_rows, avx2::dot_q4_0_rows};
+  const CpuFeatures f = cpu_features();
+  return f.avx2 && f.fma && f.f16c && f.os_ymm ? &table : nullptr;
+}
+
+}  // namespace qvl

@@ -1,0 +1,91 @@
+// Quantized weight blocks, GGUF-compatible layouts: Q8_0 (32 int8 + f16 scale = 34 bytes) and Q4_0
+// (32 4-bit + f16 scale = 18 bytes), with the reference (scalar) quantize and dequantize that every fast
+// kernel must agree with.
+#include "tensor/quant.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace qvl {
+
+const char* weight_type_name(WeightType t) {
+  switch (t) {
+    case WeightType::kF32: return "f32";
+    case WeightType::kF16: return "f16";
+    case WeightType::kBF16: return "bf16";
+    case WeightType::kQ8_0: return "q8_0";
+    case WeightType::kQ4_0: return "q4_0";
+  }
+  return "?";
+}
+
+bool weight_type_from_name(const std::string& name, WeightType* out) {
+  for (WeightType t : {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kQ8_0, WeightType::kQ4_0})
+    if (name == weight_type_name(t)) {
+      *out = t;
+      return true;
+    }
+  return false;
+}
+
+size_t row_bytes(WeightType t, int64_t cols) {
+  switch (t) {
+    case WeightType::kF32: return static_cast<size_t>(cols) * 4;
+    case WeightType::kF16:
+    case WeightType::kBF16: return static_cast<size_t>(cols) * 2;
+    case WeightType::kQ8_0: return static_cast<size_t>(cols / kQK) * sizeof(BlockQ8_0);
+    case WeightType::kQ4_0: return static_cast<size_t>(cols / kQK) * sizeof(BlockQ4_0);
+  }
+  return 0;
+}
+
+void quantize_row_q8_0_ref(const float* x, BlockQ8_0* out, int64_t cols) {
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    const float* xb = x + b * kQK;
+    float amax = 0;
+    for (int i = 0; i < kQK; ++i) amax = std::max(amax, std::abs(xb[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    out[b].d = f32_to_f16(d);
+    for (int i = 0; i < kQK; ++i) out[b].qs[i] = static_cast<int8_t>(std::nearbyint(xb[i] * id));
+  }
+}
+
+void quantize_row_q4_0_ref(const float* x, BlockQ4_0* out, int64_t cols) {
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    const float* xb = x + b * kQK;
+    float amax = 0, max = 0;
+    for (int i = 0; i < kQK; ++i)
+      if (std::abs(xb[i]) > amax) {
+        amax = std::abs(xb[i]);
+        max = xb[i];
+      }
+    const float d = max / -8.0f;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    out[b].d = f32_to_f16(d);
+    for (int i = 0; i < kQK / 2; ++i) {
+      const uint8_t lo = static_cast<uint8_t>(std::min(15, static_cast<int>(xb[i] * id + 8.5f)));
+      const uint8_t hi = static_cast<uint8_t>(std::min(15, static_cast<int>(xb[i + kQK / 2] * id + 8.5f)));
+      out[b].qs[i] = static_cast<uint8_t>(lo | (hi << 4));
+    }
+  }
+}
+
+void dequantize_row_q8_0_ref(const BlockQ8_0* in, float* out, int64_t cols) {
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    const float d = f16_to_f32(in[b].d);
+    for (int i = 0; i < kQK; ++i) out[b * kQK + i] = d * static_cast<float>(in[b].qs[i]);
+  }
+}
+
+void dequantize_row_q4_0_ref(const BlockQ4_0* in, float* out, int64_t cols) {
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    const float d = f16_to_f32(in[b].d);
+    for (int i = 0; i < kQK / 2; ++i) {
+      out[b * kQK + i] = d * static_cast<float>((in[b].qs[i] & 0x0F) - 8);
+      out[b * kQK + i + kQK / 2] = d * static_cast<float>((in[b].qs[i] >> 4) - 8);
+    }
+  }
+}
+
+}  // namespace qvl

@@ -1,0 +1,206 @@
+// Every SIMD kernel against its scalar twin on awkward sizes, with tolerances from floating-point error
+// bounds; the matmul driver against a plain float reference; the thread pool's coverage of ranges.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <random>
+
+#include "kernels/kernels.h"
+#include "kernels/ops.h"
+#include "util/thread_pool.h"
+
+namespace qvl {
+namespace {
+
+constexpr double kEps = 1.0 / (1 << 24);  // float32 unit roundoff
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+std::vector<const KernelTable*> simd_tables() {
+  std::vector<const KernelTable*> t;
+  if (avx2_kernels()) t.push_back(avx2_kernels());
+  return t;
+}
+
+TEST(Kernels, DispatchPicksAvailableTable) {
+  const KernelTable& k = kernels();
+  EXPECT_TRUE(std::string(k.name) == "generic" || std::string(k.name) == "avx2");
+  if (!avx2_kernels()) GTEST_SKIP() << "no AVX2 here: only the generic table is tested";
+}
+
+TEST(Kernels, RowToF32MatchesGenericExactly) {
+  const KernelTable& g = generic_kernels();
+  for (const KernelTable* t : simd_tables()) {
+    for (int64_t cols : {32, 64, 96, 4096}) {
+      const auto f = random_floats(static_cast<size_t>(cols), 1);
+      std::vector<uint16_t> bf(cols), hf(cols);
+      for (int64_t i = 0; i < cols; ++i) bf[i] = f32_to_bf16(f[i]), hf[i] = f32_to_f16(f[i]);
+      std::vector<BlockQ8_0> q8(cols / kQK);
+      std::vector<BlockQ4_0> q4(cols / kQK);
+      quantize_row_q8_0_ref(f.data(), q8.data(), cols);
+      quantize_row_q4_0_ref(f.data(), q4.data(), cols);
+      const std::pair<WeightType, const void*> rows[] = {{WeightType::kF32, f.data()}, {WeightType::kBF16, bf.data()},
+                                                         {WeightType::kF16, hf.data()}, {WeightType::kQ8_0, q8.data()},
+                                                         {WeightType::kQ4_0, q4.data()}};
+      for (auto [type, data] : rows) {
+        std::vector<float> a(cols), b(cols);
+        g.row_to_f32(type, data, a.data(), cols);
+        t->row_to_f32(type, data, b.data(), cols);
+        EXPECT_EQ(a, b) << t->name << " " << weight_type_name(type) << " cols " << cols;
+      }
+    }
+    // Odd lengths for the float types (tails).
+    for (int64_t cols : {1, 7, 9, 31, 33}) {
+      std::vector<uint16_t> bf(cols);
+      const auto f = random_floats(static_cast<size_t>(cols), 2);
+      for (int64_t i = 0; i < cols; ++i) bf[i] = f32_to_bf16(f[i]);
+      std::vector<float> a(cols), b(cols);
+      g.row_to_f32(WeightType::kBF16, bf.data(), a.data(), cols);
+      t->row_to_f32(WeightType::kBF16, bf.data(), b.data(), cols);
+      EXPECT_EQ(a, b);
+    }
+  }
+}
+
+TEST(Kernels, GemmTileWithinRoundingBound) {
+  const KernelTable& g = generic_kernels();
+  for (const KernelTable* t : simd_tables()) {
+    for (int64_t k : {1, 7, 8, 31, 33, 64, 1000, 4095}) {
+      const auto x = random_floats(static_cast<size_t>(4 * k), 3), w = random_floats(static_cast<size_t>(3 * k), 4);
+      for (int mr = 1; mr <= 4; ++mr)
+        for (int nr = 1; nr <= 3; ++nr) {
+          float ya[12], yb[12];
+          g.gemm_f32_tile(x.data(), k, w.data(), k, k, ya, 3, mr, nr);
+          t->gemm_f32_tile(x.data(), k, w.data(), k, k, yb, 3, mr, nr);
+          for (int i = 0; i < mr; ++i)
+            for (int j = 0; j < nr; ++j) {
+              double abs_sum = 0;
+              for (int64_t u = 0; u < k; ++u) abs_sum += std::abs(double{x[i * k + u]} * w[j * k + u]);
+              // Both sums carry at most k * eps * sum|x w| of rounding error each (Higham's gamma_k bound).
+              const double bound = 2.0 * static_cast<double>(k) * kEps * abs_sum + 1e-30;
+              EXPECT_LE(std::abs(double{ya[i * 3 + j]} - yb[i * 3 + j]), bound)
+                  << t->name << " k " << k << " tile " << mr << "x" << nr;
+            }
+        }
+    }
+  }
+}
+
+TEST(Kernels, QuantizeQ8_0MatchesReferenceBitForBit) {
+  for (const KernelTable* t : simd_tables()) {
+    for (int64_t cols : {32, 64, 4096}) {
+      auto x = random_floats(static_cast<size_t>(cols), 5, 3.0f);
+      for (int i = 0; i < 32; ++i) x[i] = 0;  // an all-zero block
+      if (cols > 32) x[40] = 1e6f;            // a huge outlier in the second block only
+      std::vector<BlockQ8_0> a(cols / kQK), b(cols / kQK);
+      quantize_row_q8_0_ref(x.data(), a.data(), cols);
+      t->quantize_q8_0(x.data(), b.data(), cols);
+      for (size_t j = 0; j < a.size(); ++j) {
+        EXPECT_EQ(a[j].d, b[j].d) << t->name << " block " << j;
+        for (int i = 0; i < kQK; ++i) ASSERT_EQ(a[j].qs[i], b[j].qs[i]) << t->name << " block " << j << " value " << i;
+      }
+    }
+  }
+}
+
+template <class Block>
+void check_quant_dot(WeightType type) {
+  const KernelTable& g = generic_kernels();
+  for (const KernelTable* t : simd_tables()) {
+    for (int64_t nb : {1, 3, 64, 192}) {
+      const int64_t k = nb * kQK;
+      const auto wf = random_floats(static_cast<size_t>(k), 6), xf = random_floats(static_cast<size_t>(4 * k), 7);
+      std::vector<Block> w(nb);
+      if constexpr (std::is_same_v<Block, BlockQ8_0>) quantize_row_q8_0_ref(wf.data(), w.data(), k);
+      else quantize_row_q4_0_ref(wf.data(), w.data(), k);
+      std::vector<BlockQ8_0> x(4 * nb);
+      for (int i = 0; i < 4; ++i) quantize_row_q8_0_ref(xf.data() + i * k, x.data() + i * nb, k);
+      for (int mr = 1; mr <= 4; ++mr) {
+        float ya[4], yb[4];
+        if constexpr (std::is_same_v<Block, BlockQ8_0>) {
+          g.dot_q8_0_rows(w.data(), x.data(), nb, ya, 1, mr);
+          t->dot_q8_0_rows(w.data(), x.data(), nb, yb, 1, mr);
+        } else {
+          g.dot_q4_0_rows(w.data(), x.data(), nb, ya, 1, mr);
+          t->dot_q4_0_rows(w.data(), x.data(), nb, yb, 1, mr);
+        }
+        // Integer block sums are exact; only the float accumulation over nb blocks differs.
+        std::vector<float> wd(k), xd(k);
+        g.row_to_f32(type, w.data(), wd.data(), k);
+        for (int i = 0; i < mr; ++i) {
+          g.row_to_f32(WeightType::kQ8_0, x.data() + i * nb, xd.data(), k);
+          double abs_sum = 0;
+          for (int64_t u = 0; u < k; ++u) abs_sum += std::abs(double{wd[u]} * xd[u]);
+          EXPECT_LE(std::abs(double{ya[i]} - yb[i]), 2.0 * (nb + 2) * kEps * abs_sum + 1e-30)
+              << t->name << " " << weight_type_name(type) << " nb " << nb << " row " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(Kernels, DotQ8_0WithinRoundingBound) { check_quant_dot<BlockQ8_0>(WeightType::kQ8_0); }
+TEST(Kernels, DotQ4_0WithinRoundingBound) { check_quant_dot<BlockQ4_0>(WeightType::kQ4_0); }
+
+TEST(Matmul, MatchesAPlainFloatProductForEveryWeightType) {
+  ThreadPool pool(2);
+  for (auto [n, m, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 7, 64}, {5, 33, 96}, {13, 50, 128}, {64, 17, 1024}}) {
+    const auto x = random_floats(static_cast<size_t>(n * k), 8), wf = random_floats(static_cast<size_t>(m * k), 9);
+    const auto bias = random_floats(static_cast<size_t>(m), 10);
+    std::vector<uint16_t> wb(m * k);
+    for (size_t i = 0; i < wb.size(); ++i) wb[i] = f32_to_bf16(wf[i]);
+    std::vector<BlockQ8_0> w8(m * k / kQK);
+    std::vector<BlockQ4_0> w4(m * k / kQK);
+    for (int64_t r = 0; r < m; ++r) {
+      quantize_row_q8_0_ref(wf.data() + r * k, w8.data() + r * k / kQK, k);
+      quantize_row_q4_0_ref(wf.data() + r * k, w4.data() + r * k / kQK, k);
+    }
+    struct Case { Mat w; double tol; } cases[] = {
+        {{WeightType::kF32, m, k, wf.data()}, 1e-5},  // rounding only
+        {{WeightType::kBF16, m, k, wb.data()}, 1e-5},  // against the same bf16 values widened
+        {{WeightType::kQ8_0, m, k, w8.data()}, 2e-2},  // activation quantization (8-bit) on top
+        {{WeightType::kQ4_0, m, k, w4.data()}, 2e-2},
+    };
+    for (const Case& c : cases) {
+      std::vector<float> y(n * m), want(n * m), wrow(k);
+      matmul(pool, x.data(), n, c.w, bias.data(), y.data());
+      double max_ref = 0, max_err = 0;
+      for (int64_t j = 0; j < m; ++j) {
+        c.w.row_to_f32(j, wrow.data());
+        for (int64_t i = 0; i < n; ++i) {
+          double s = bias[j];
+          for (int64_t u = 0; u < k; ++u) s += double{x[i * k + u]} * wrow[u];
+          want[i * m + j] = static_cast<float>(s);
+          max_ref = std::max(max_ref, std::abs(s));
+          max_err = std::max(max_err, std::abs(s - y[i * m + j]));
+        }
+      }
+      EXPECT_LE(max_err / max_ref, c.tol) << weight_type_name(c.w.type) << " n " << n << " m " << m << " k " << k;
+    }
+  }
+}
+
+TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 2, 5, 31, 1000}) {
+      for (int64_t grain : {1, 4, 16}) {
+        std::vector<std::atomic<int>> hits(n);
+        pool.parallel_for(n, grain, [&](int, int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) hits[i]++;
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "threads " << threads << " n " << n;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qvl
