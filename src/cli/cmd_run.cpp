@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "engine/generate.h"
 #include "io/npy.h"
+#include "kernels/kernels.h"
 #include "util/file.h"
 
 namespace qvl::cli {
@@ -16,7 +17,8 @@ namespace {
 const char kRunUsage[] =
     "usage: qvl run --model DIR [--image FILE ...] -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P]\n"
     "               [--seed S] [--system TEXT] [--threads N] [--ctx N] [--min-pixels N] [--max-pixels N]\n"
-    "               [--ignore-eos] [--dump DIR]";
+    "               [--text-weights T] [--vision-weights T] [--ignore-eos] [--dump DIR]\n"
+    "  T: f32, f16, bf16, q8_0 or q4_0 (quantized at load; default: as stored)";
 
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -31,6 +33,7 @@ int cmd_run(const Args& args) {
   bool have_prompt = false;
   int threads = ThreadPool::physical_cores();
   GenerateOptions opts;
+  WeightTypes weight_types;
   bool temp_set = false, topk_set = false, topp_set = false, seed_set = false;
   float temp = 0, top_p = 0;
   long long top_k = 0, seed = 0;
@@ -104,6 +107,12 @@ int cmd_run(const Args& args) {
     } else if (a == "--seed") {
       if ((rc = integer(0, (1ll << 62), seed))) return rc;
       seed_set = true;
+    } else if (a == "--text-weights" || a == "--vision-weights") {
+      const std::string* v = value();
+      if ((rc = need(v))) return rc;
+      WeightType t;
+      if (!weight_type_from_name(*v, &t)) return fail(cmd, a + ": unknown type '" + *v + "' (f32, f16, bf16, q8_0, q4_0)");
+      (a == "--text-weights" ? weight_types.text : weight_types.vision) = t;
     } else if (a == "--ignore-eos") {
       opts.ignore_eos = true;
     } else {
@@ -123,11 +132,12 @@ int cmd_run(const Args& args) {
 
   std::fprintf(stderr, "loading %s ...\n", model_dir.c_str());
   const double t_load = now_ms();
-  auto model = Model::load(model_dir);
+  auto model = Model::load(model_dir, weight_types, threads);
   if (!model.ok()) return fail(cmd, model.status().message());
   const double load_ms = now_ms() - t_load;
-  std::fprintf(stderr, "loaded in %.0f ms (%.2f GB of weights mapped), %d threads\n", load_ms,
-               (*model)->mapped_bytes() / 1e9, threads);
+  std::fprintf(stderr, "loaded in %.0f ms (%.2f GB of weights mapped; text %s, vision %s), %d threads, %s kernels\n",
+               load_ms, (*model)->mapped_bytes() / 1e9, weight_type_name((*model)->text_weight_type()),
+               weight_type_name((*model)->vision_weight_type()), threads, kernels().name);
 
   auto defaults = SamplingParams::from_generation_config(model_dir);
   if (!defaults.ok()) return fail(cmd, defaults.status().message());

@@ -6,7 +6,7 @@
 
 namespace qvl {
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& dir) {
+Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const WeightTypes& types, int threads) {
   if (!std::filesystem::is_directory(dir))
     return Status::Error(dir + ": not a directory (expected a model directory with config.json, tokenizer.json "
                                "and model.safetensors)");
@@ -23,6 +23,11 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir) {
   auto text = bind_text_weights(m->weights_, m->config_.text);
   if (!text.ok()) return text.status().with_context(dir);
   m->text_ = std::move(text).value();
+  if (types.text || types.vision) {
+    ThreadPool pool(threads > 0 ? threads : ThreadPool::physical_cores());
+    Status s = convert_weights(m->text_, m->vision_, types, pool, m->converted_);
+    if (!s.ok()) return s.with_context(dir);
+  }
   if (m->image_config_.patch_size != m->config_.vision.patch_size ||
       m->image_config_.merge_size != m->config_.vision.spatial_merge_size ||
       m->image_config_.temporal_patch_size != m->config_.vision.temporal_patch_size)

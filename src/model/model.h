@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "model/convert.h"
 #include "model/config.h"
 #include "model/image_processor.h"
 #include "model/weights.h"
@@ -21,8 +22,9 @@ using DumpFn = std::function<void(const std::string& name, const float* data, co
 class Model {
  public:
   // Loads a model directory: config.json, tokenizer.json, preprocessor_config.json and the safetensors
-  // weights (single file or sharded), mapped read-only.
-  static Result<std::unique_ptr<Model>> load(const std::string& dir);
+  // weights (single file or sharded), mapped read-only; matrices are converted to `types` where given
+  // (quantized at load, using `threads` threads; 0 = one per physical core).
+  static Result<std::unique_ptr<Model>> load(const std::string& dir, const WeightTypes& types = {}, int threads = 0);
 
   const std::string& dir() const { return dir_; }
   const ModelConfig& config() const { return config_; }
@@ -30,6 +32,9 @@ class Model {
   const ImageProcessorConfig& image_config() const { return image_config_; }
   const VisionW& vision() const { return vision_; }
   const TextW& text() const { return text_; }
+  // The storage types in use (of a representative matrix).
+  WeightType text_weight_type() const { return text_.layers.empty() ? WeightType::kF32 : text_.layers[0].q.type; }
+  WeightType vision_weight_type() const { return vision_.blocks.empty() ? WeightType::kF32 : vision_.blocks[0].qkv.w.type; }
   uint64_t mapped_bytes() const { return weights_.mapped_bytes(); }
 
  private:
@@ -41,6 +46,7 @@ class Model {
   SafetensorsModel weights_;
   VisionW vision_;
   TextW text_;
+  WeightArena converted_;  // matrices converted at load
 };
 
 }  // namespace qvl

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/attention.h"
 #include "kernels/ops.h"
 
 namespace qvl {
@@ -103,26 +104,13 @@ void text_forward(const Model& model, ThreadPool& pool, KVCache& cache, const in
         std::copy(&k[i * kvd + hh * hd], &k[i * kvd + hh * hd] + hd, cache.k(layer, static_cast<int>(hh), past + i));
         std::copy(&v[i * kvd + hh * hd], &v[i * kvd + hh * hd] + hd, cache.v(layer, static_cast<int>(hh), past + i));
       }
-    // Causal attention; query head hh reads kv head hh / (nh / nkv) (repeat_kv).
-    pool.parallel_for(nh * n, 4, [&](int, int64_t b, int64_t e) {
-      std::vector<float> scores(static_cast<size_t>(past + n));
-      for (int64_t t = b; t < e; ++t) {
-        const int64_t hh = t / n, i = t % n, kv = hh / (nh / nkv), len = past + i + 1;
-        const float* qi = &q[i * qd + hh * hd];
-        for (int64_t j = 0; j < len; ++j) {
-          const float* kj = cache.k(layer, static_cast<int>(kv), j);
-          float s = 0;
-          for (int64_t d = 0; d < hd; ++d) s += qi[d] * kj[d];
-          scores[j] = s * scale;
-        }
-        softmax(scores.data(), len);
-        float* o = &attn[i * qd + hh * hd];
-        std::fill(o, o + hd, 0.0f);
-        for (int64_t j = 0; j < len; ++j) {
-          const float* vj = cache.v(layer, static_cast<int>(kv), j);
-          const float p = scores[j];
-          for (int64_t d = 0; d < hd; ++d) o[d] += p * vj[d];
-        }
+    // Causal attention over the cache; query head hh reads kv head hh / (nh / nkv) (repeat_kv).
+    pool.parallel_for(nh, 1, [&](int, int64_t h0, int64_t h1) {
+      thread_local AttentionScratch scratch;
+      for (int64_t hh = h0; hh < h1; ++hh) {
+        const int kv = static_cast<int>(hh / (nh / nkv));
+        attention_head(&q[hh * hd], qd, n, cache.k(layer, kv, 0), hd, cache.v(layer, kv, 0), hd, past + n, hd, scale,
+                       /*causal_offset=*/past, &attn[hh * hd], qd, scratch);
       }
     });
     // hidden_states = residual + self.o_proj(attn_output)

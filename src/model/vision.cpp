@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/attention.h"
 #include "kernels/ops.h"
 
 namespace qvl {
@@ -80,30 +81,15 @@ void rotary_tables(const VisionConfig& c, int gh, int gw, int merge, float* cos_
 }
 
 // Bidirectional multi-head attention within one image: qkv [L, 3 * D] (rotary already applied to q and k),
-// out [L, D].
+// out [L, D]; one head per task.
 void attention(ThreadPool& pool, const float* qkv, int64_t L, int heads, int hd, float* out) {
   const int64_t D = static_cast<int64_t>(heads) * hd, stride = 3 * D;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  pool.parallel_for(heads * L, 16, [&](int, int64_t b, int64_t e) {
-    std::vector<float> scores(static_cast<size_t>(L));
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t h = t / L, i = t % L;
-      const float* q = qkv + i * stride + h * hd;
-      for (int64_t j = 0; j < L; ++j) {
-        const float* k = qkv + j * stride + D + h * hd;
-        float s = 0;
-        for (int d = 0; d < hd; ++d) s += q[d] * k[d];
-        scores[j] = s * scale;
-      }
-      softmax(scores.data(), L);
-      float* o = out + i * D + h * hd;
-      std::fill(o, o + hd, 0.0f);
-      for (int64_t j = 0; j < L; ++j) {
-        const float* v = qkv + j * stride + 2 * D + h * hd;
-        const float p = scores[j];
-        for (int d = 0; d < hd; ++d) o[d] += p * v[d];
-      }
-    }
+  pool.parallel_for(heads, 1, [&](int, int64_t h0, int64_t h1) {
+    thread_local AttentionScratch scratch;
+    for (int64_t h = h0; h < h1; ++h)
+      attention_head(qkv + h * hd, stride, L, qkv + D + h * hd, stride, qkv + 2 * D + h * hd, stride, L, hd, scale,
+                     /*causal_offset=*/-1, out + h * hd, D, scratch);
   });
 }
 

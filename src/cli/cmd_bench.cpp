@@ -1,0 +1,141 @@
+// `qvl bench --model M [--image FILE] [-p TEXT] [-n N] [--runs R] [--json] ...`: times load, preprocess,
+// vision encode, prefill, first token and decode on one prompt, several runs, and reports the medians
+// and the peak resident memory.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.h"
+#include "engine/generate.h"
+#include "kernels/kernels.h"
+#include "util/memory.h"
+
+namespace qvl::cli {
+
+namespace {
+const char kBenchUsage[] =
+    "usage: qvl bench --model DIR [--image FILE] [-p TEXT] [-n N] [--runs R] [--json] [--threads N] [--ctx N]\n"
+    "                 [--text-weights T] [--vision-weights T] [--min-pixels N] [--max-pixels N]";
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+}  // namespace
+
+int cmd_bench(const Args& args) {
+  const std::string cmd = "bench";
+  std::string model_dir, image_path, prompt = "Describe this image.";
+  int threads = ThreadPool::physical_cores(), runs = 3;
+  bool json = false;
+  GenerateOptions opts;
+  opts.max_tokens = 64;
+  opts.ignore_eos = true;
+  opts.sampling.temperature = 0;  // greedy: no sampling cost differences between runs
+  WeightTypes types;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const std::string* v = (i + 1 < args.size()) ? &args[i + 1] : nullptr;
+    auto integer = [&](long long lo, long long hi) -> Result<long long> {
+      if (!v) return Status::Error(a + " needs a value");
+      ++i;
+      return parse_int(a, *v, lo, hi);
+    };
+    if (a == "--json") {
+      json = true;
+      continue;
+    }
+    if (!v) return fail(cmd, a + " needs a value\n" + kBenchUsage);
+    if (a == "--model") { model_dir = *v; ++i; }
+    else if (a == "--image") { image_path = *v; ++i; }
+    else if (a == "-p") { prompt = *v; ++i; }
+    else if (a == "--text-weights" || a == "--vision-weights") {
+      WeightType t;
+      if (!weight_type_from_name(*v, &t)) return fail(cmd, a + ": unknown type '" + *v + "'");
+      (a == "--text-weights" ? types.text : types.vision) = t;
+      ++i;
+    } else {
+      long long lo = 1, hi = 1 << 20;
+      auto r = integer(lo, (a == "--min-pixels" || a == "--max-pixels") ? (1ll << 40) : hi);
+      if (!r.ok()) return fail(cmd, r.status().message());
+      if (a == "-n") opts.max_tokens = static_cast<int>(*r);
+      else if (a == "--runs") runs = static_cast<int>(*r);
+      else if (a == "--threads") threads = static_cast<int>(*r);
+      else if (a == "--ctx") opts.context = *r;
+      else if (a == "--min-pixels") opts.image.min_pixels = *r;
+      else if (a == "--max-pixels") opts.image.max_pixels = *r;
+      else return fail(cmd, "unexpected argument '" + a + "'\n" + kBenchUsage);
+    }
+  }
+  if (model_dir.empty()) return fail(cmd, std::string("--model DIR is required\n") + kBenchUsage);
+  std::vector<ImageRGB> images;
+  if (!image_path.empty()) {
+    auto img = load_image_file(image_path);
+    if (!img.ok()) return fail(cmd, img.status().message());
+    images.push_back(std::move(img).value());
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto model = Model::load(model_dir, types, threads);
+  if (!model.ok()) return fail(cmd, model.status().message());
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+
+  ChatMessage user;
+  user.role = "user";
+  user.content_is_string = false;
+  for (size_t k = 0; k < images.size(); ++k) user.content_parts.push_back({ContentPart::Kind::kImage, ""});
+  user.content_parts.push_back({ContentPart::Kind::kText, prompt});
+
+  ThreadPool pool(threads);
+  std::vector<double> pre, vis, prefill, ttft, decode;
+  GenerateTimings last;
+  for (int r = 0; r < runs; ++r) {
+    auto res = generate(**model, pool, {user}, images, opts);
+    if (!res.ok()) return fail(cmd, res.status().message());
+    const GenerateTimings& t = res->timings;
+    last = t;
+    pre.push_back(t.preprocess_ms);
+    vis.push_back(t.vision_ms);
+    prefill.push_back(t.prefill_ms > 0 ? t.prompt_tokens / (t.prefill_ms / 1000) : 0);
+    ttft.push_back(t.ttft_ms);
+    // Decode rate over the tokens after the first (the first comes from the prefill).
+    decode.push_back(t.generated_tokens > 1 && t.decode_ms > 0 ? (t.generated_tokens - 1) / (t.decode_ms / 1000) : 0);
+    if (!json)
+      std::fprintf(stderr, "run %d: vision %.0f ms, prefill %.0f ms (%d tokens), first token %.0f ms, decode %.2f tok/s\n",
+                   r + 1, t.vision_ms, t.prefill_ms, t.prompt_tokens, t.ttft_ms, decode.back());
+  }
+  const double rss_mb = static_cast<double>(peak_rss_bytes()) / (1024.0 * 1024.0);
+  nlohmann::ordered_json out = {
+      {"load_ms", load_ms},
+      {"preprocess_ms", median(pre)},
+      {"vision_ms", median(vis)},
+      {"prefill_tok_s", median(prefill)},
+      {"ttft_ms", median(ttft)},
+      {"decode_tok_s", median(decode)},
+      {"peak_rss_mb", rss_mb},
+      {"prompt_tokens", last.prompt_tokens},
+      {"image_tokens", last.image_tokens},
+      {"generated_tokens", last.generated_tokens},
+      {"runs", runs},
+      {"threads", threads},
+      {"kernels", kernels().name},
+      {"text_weights", weight_type_name((*model)->text_weight_type())},
+      {"vision_weights", weight_type_name((*model)->vision_weight_type())},
+  };
+  if (json) {
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::printf("model %s (text %s, vision %s), %d threads, %s kernels, median of %d runs\n", model_dir.c_str(),
+                weight_type_name((*model)->text_weight_type()), weight_type_name((*model)->vision_weight_type()),
+                threads, kernels().name, runs);
+    std::printf("load %.0f ms | preprocess %.1f ms | vision %.0f ms (%d image tokens) | prefill %.1f tok/s (%d tokens) | "
+                "first token %.0f ms | decode %.2f tok/s | peak RSS %.0f MB\n",
+                load_ms, median(pre), median(vis), last.image_tokens, median(prefill), last.prompt_tokens, median(ttft),
+                median(decode), rss_mb);
+  }
+  return 0;
+}
+
+}  // namespace qvl::cli

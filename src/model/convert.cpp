@@ -1,0 +1,89 @@
+// Converting weight matrices at load time to the storage type the user chose (e.g. bf16 -> q4_0), into
+// memory the model owns; the checkpoint's mapping is then no longer touched for those matrices.
+#include "model/convert.h"
+
+#include "kernels/kernels.h"
+
+namespace qvl {
+
+namespace {
+
+void narrow_row(const float* in, WeightType type, void* out, int64_t cols) {
+  switch (type) {
+    case WeightType::kF32:
+      std::copy(in, in + cols, static_cast<float*>(out));
+      return;
+    case WeightType::kF16:
+      for (int64_t i = 0; i < cols; ++i) static_cast<uint16_t*>(out)[i] = f32_to_f16(in[i]);
+      return;
+    case WeightType::kBF16:
+      for (int64_t i = 0; i < cols; ++i) static_cast<uint16_t*>(out)[i] = f32_to_bf16(in[i]);
+      return;
+    case WeightType::kQ8_0:
+      kernels().quantize_q8_0(in, static_cast<BlockQ8_0*>(out), cols);
+      return;
+    case WeightType::kQ4_0:
+      quantize_row_q4_0_ref(in, static_cast<BlockQ4_0*>(out), cols);
+      return;
+  }
+}
+
+}  // namespace
+
+Result<Mat> convert_matrix(const Mat& m, WeightType type, const std::string& name, ThreadPool& pool, WeightArena& arena) {
+  if (m.type == type) return m;
+  if (is_quantized(type) && m.cols % kQK != 0)
+    return Status::Error(name + ": " + std::to_string(m.cols) + " columns cannot be split into blocks of " +
+                         std::to_string(kQK) + " for " + weight_type_name(type) + "; choose f16 or bf16");
+  const size_t rb = row_bytes(type, m.cols);
+  arena.push_back(std::make_unique<uint8_t[]>(rb * static_cast<size_t>(m.rows)));
+  uint8_t* dst = arena.back().get();
+  pool.parallel_for(m.rows, 64, [&](int, int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(m.cols));
+    for (int64_t r = r0; r < r1; ++r) {
+      m.row_to_f32(r, row.data());
+      narrow_row(row.data(), type, dst + rb * static_cast<size_t>(r), m.cols);
+    }
+  });
+  return Mat{type, m.rows, m.cols, dst};
+}
+
+Status convert_weights(TextW& text, VisionW& vision, const WeightTypes& types, ThreadPool& pool, WeightArena& arena) {
+  auto conv = [&](Mat& m, WeightType t, const std::string& name) -> Status {
+    QVL_ASSIGN_OR_RETURN(m, convert_matrix(m, t, name, pool, arena));
+    return Status::Ok();
+  };
+  if (types.text) {
+    const WeightType t = *types.text;
+    for (size_t i = 0; i < text.layers.size(); ++i) {
+      TextLayerW& l = text.layers[i];
+      const std::string p = "model.language_model.layers." + std::to_string(i) + ".";
+      for (auto [m, n] : {std::pair{&l.q, "self_attn.q_proj"}, {&l.k, "self_attn.k_proj"}, {&l.v, "self_attn.v_proj"},
+                          {&l.o, "self_attn.o_proj"}, {&l.gate, "mlp.gate_proj"}, {&l.up, "mlp.up_proj"},
+                          {&l.down, "mlp.down_proj"}})
+        QVL_RETURN_IF_ERROR(conv(*m, t, p + n));
+    }
+    QVL_RETURN_IF_ERROR(conv(text.lm_head, t, "lm_head"));
+  }
+  if (types.vision) {
+    const WeightType t = *types.vision;
+    QVL_RETURN_IF_ERROR(conv(vision.patch_embed.w, t, "model.visual.patch_embed"));
+    for (size_t i = 0; i < vision.blocks.size(); ++i) {
+      VisionBlockW& b = vision.blocks[i];
+      const std::string p = "model.visual.blocks." + std::to_string(i) + ".";
+      for (auto [m, n] : {std::pair{&b.qkv.w, "attn.qkv"}, {&b.proj.w, "attn.proj"}, {&b.fc1.w, "mlp.linear_fc1"},
+                          {&b.fc2.w, "mlp.linear_fc2"}})
+        QVL_RETURN_IF_ERROR(conv(*m, t, p + n));
+    }
+    QVL_RETURN_IF_ERROR(conv(vision.merger.fc1.w, t, "model.visual.merger.linear_fc1"));
+    QVL_RETURN_IF_ERROR(conv(vision.merger.fc2.w, t, "model.visual.merger.linear_fc2"));
+    for (size_t j = 0; j < vision.deepstack.size(); ++j) {
+      const std::string p = "model.visual.deepstack_merger_list." + std::to_string(j) + ".";
+      QVL_RETURN_IF_ERROR(conv(vision.deepstack[j].fc1.w, t, p + "linear_fc1"));
+      QVL_RETURN_IF_ERROR(conv(vision.deepstack[j].fc2.w, t, p + "linear_fc2"));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace qvl

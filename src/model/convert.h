@@ -1,0 +1,31 @@
+// Converting weight matrices at load time to the storage type the user chose (e.g. bf16 -> q4_0), into
+// memory the model owns; the checkpoint's mapping is then no longer touched for those matrices.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "model/weights.h"
+#include "util/thread_pool.h"
+
+namespace qvl {
+
+struct WeightTypes {
+  std::optional<WeightType> text;    // nullopt: keep the checkpoint's type
+  std::optional<WeightType> vision;
+};
+
+// Owns converted matrices.
+using WeightArena = std::vector<std::unique_ptr<uint8_t[]>>;
+
+// Converts `m` to `type` (rows widened to float32, then narrowed/quantized), storing the result in `arena`.
+// Quantized types need cols % 32 == 0; returns an error naming `name` otherwise.
+Result<Mat> convert_matrix(const Mat& m, WeightType type, const std::string& name, ThreadPool& pool, WeightArena& arena);
+
+// Converts every matrix of the text decoder (attention, MLP, LM head; the embedding table itself stays as
+// stored for row lookups) and of the vision tower (patch embedding, blocks, mergers).
+Status convert_weights(TextW& text, VisionW& vision, const WeightTypes& types, ThreadPool& pool, WeightArena& arena);
+
+}  // namespace qvl

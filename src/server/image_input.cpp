@@ -1,0 +1,203 @@
+// Images named in requests turned into pixels: data: URIs, bare base64, and local paths (only from inside
+// --image-dir, checked after resolving symlinks); http(s) URLs are refused, never fetched.
+#include "server/image_input.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+#include "util/file.h"
+
+namespace qvl::server {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool starts_with_ci(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
+  }
+  return true;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// A short quotation of user input for error messages.
+std::string quote(std::string_view s) {
+  constexpr size_t kMax = 48;
+  std::string out = "'";
+  for (char c : s.substr(0, kMax)) out += (static_cast<unsigned char>(c) < 0x20) ? '?' : c;
+  if (s.size() > kMax) out += "...";
+  return out + "'";
+}
+
+int base64_value(unsigned char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+' || c == '-') return 62;
+  if (c == '/' || c == '_') return 63;
+  return -1;
+}
+
+bool inside_dir(const std::string& path, const std::string& dir) {
+  if (dir == "/") return path.size() > 1 && path[0] == '/';
+  return path.size() > dir.size() + 1 && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
+}
+
+// Bare base64 is told from a path by what it decodes to: an image signature, or too much data to be a
+// file name.
+bool looks_like_image_data(const std::vector<uint8_t>& bytes) {
+  return detect_image_format(bytes) != ImageFormat::kUnknown || bytes.size() >= 256;
+}
+
+}  // namespace
+
+Result<ImagePolicy> make_image_policy(const std::string& image_dir, uint64_t max_file_bytes) {
+  ImagePolicy p;
+  p.max_file_bytes = max_file_bytes;
+  if (image_dir.empty()) return p;
+  std::error_code ec;
+  fs::path real = fs::canonical(image_dir, ec);
+  if (ec || !fs::is_directory(real, ec)) {
+    return Status::Error("--image-dir " + image_dir + ": not a directory" + (ec ? " (" + ec.message() + ")" : "") +
+                         "; give an existing directory of images");
+  }
+  p.image_dir = real.string();
+  return p;
+}
+
+Result<std::vector<uint8_t>> base64_decode(std::string_view text) {
+  std::vector<uint8_t> out;
+  out.reserve(text.size() / 4 * 3 + 3);
+  uint32_t acc = 0;
+  int bits = 0;
+  size_t padding = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (std::isspace(c)) continue;
+    if (c == '=') {
+      ++padding;
+      continue;
+    }
+    const int v = base64_value(c);
+    if (v < 0 || padding > 0) {
+      return Status::Error("not valid base64: unexpected " +
+                           (v < 0 ? "character " + quote(std::string_view(text).substr(i, 1)) : std::string("data after '='")) +
+                           " at offset " + std::to_string(i));
+    }
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<uint8_t>((acc >> bits) & 0xFF));
+    }
+  }
+  if (bits >= 6 || padding > 2) return Status::Error("not valid base64: the data ends in the middle of a byte");
+  return out;
+}
+
+std::string base64_encode(const uint8_t* data, size_t size) {
+  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((size + 2) / 3 * 4);
+  for (size_t i = 0; i < size; i += 3) {
+    const uint32_t n = (uint32_t(data[i]) << 16) | (i + 1 < size ? uint32_t(data[i + 1]) << 8 : 0) |
+                       (i + 2 < size ? uint32_t(data[i + 2]) : 0);
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += i + 1 < size ? kAlphabet[(n >> 6) & 63] : '=';
+    out += i + 2 < size ? kAlphabet[n & 63] : '=';
+  }
+  return out;
+}
+
+Result<std::string> resolve_image_path(std::string_view path, const ImagePolicy& policy) {
+  if (policy.image_dir.empty()) {
+    return Status::Error("local image paths are not allowed (got " + quote(path) +
+                         "): the server was started without --image-dir; send the image inline as base64 or a "
+                         "data: URI");
+  }
+  fs::path p{std::string(path)};
+  for (const fs::path& part : p) {
+    if (part == "..") return Status::Error("image path " + quote(path) + ": '..' is not allowed in image paths");
+  }
+  if (p.is_relative()) p = fs::path(policy.image_dir) / p;
+  std::error_code ec;
+  const fs::path real = fs::weakly_canonical(p, ec);  // symlinks in the existing part resolved
+  if (ec) return Status::Error("image path " + quote(path) + ": cannot resolve it (" + ec.message() + ")");
+  if (!inside_dir(real.string(), policy.image_dir)) {
+    return Status::Error("image path " + quote(path) + " is outside the image directory (--image-dir); only "
+                         "files inside it can be read");
+  }
+  if (!fs::exists(real, ec)) return Status::Error("image path " + quote(path) + ": no such file in the image directory");
+  if (!fs::is_regular_file(real, ec)) return Status::Error("image path " + quote(path) + ": not a regular file");
+  return real.string();
+}
+
+Result<ImageRGB> decode_request_image(std::string_view bytes, const ImagePolicy& policy, const std::string& where) {
+  auto img = decode_image({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, policy.limits);
+  if (!img.ok()) return img.status().with_context(where);
+  return img;
+}
+
+Result<ImageRGB> load_request_image(std::string_view ref_in, const ImagePolicy& policy, const std::string& where) {
+  const std::string_view ref = trim(ref_in);
+  if (ref.empty()) return Status::Error(where + ": empty image; expected a data: URI or base64 image data");
+  auto decode_bytes = [&](const std::vector<uint8_t>& bytes) -> Result<ImageRGB> {
+    auto img = decode_image(bytes, policy.limits);
+    if (!img.ok()) return img.status().with_context(where);
+    return img;
+  };
+
+  if (starts_with_ci(ref, "data:")) {
+    const size_t comma = ref.find(',');
+    if (comma == std::string_view::npos) {
+      return Status::Error(where + ": a data: URI without ','; expected data:image/jpeg;base64,<data>");
+    }
+    const std::string_view header = ref.substr(5, comma - 5);
+    if (header.size() < 7 || !starts_with_ci(header.substr(header.size() - 7), ";base64")) {
+      return Status::Error(where + ": only base64 data: URIs are supported (got " + quote(ref.substr(0, comma + 1)) +
+                           "); expected data:image/jpeg;base64,<data>");
+    }
+    auto bytes = base64_decode(ref.substr(comma + 1));
+    if (!bytes.ok()) return bytes.status().with_context(where);
+    return decode_bytes(*bytes);
+  }
+  if (starts_with_ci(ref, "http://") || starts_with_ci(ref, "https://")) {
+    return Status::Error(where + ": image URLs are not fetched (got " + quote(ref) +
+                         "); send the image inline as a data: URI (data:image/jpeg;base64,...) or as base64");
+  }
+  std::string_view path = ref;
+  bool is_path = false;
+  if (starts_with_ci(ref, "file://")) {
+    path = ref.substr(7);
+    is_path = true;
+  }
+  if (!is_path) {
+    auto bytes = base64_decode(ref);
+    if (bytes.ok() && looks_like_image_data(*bytes)) return decode_bytes(*bytes);
+    const bool path_like = ref.size() <= 4096 && ref.find('\n') == std::string_view::npos;
+    if (!path_like) {
+      if (!bytes.ok()) return bytes.status().with_context(where);
+      return decode_bytes(*bytes);
+    }
+    if (policy.image_dir.empty()) {
+      return Status::Error(where + ": " + quote(ref) + " is not base64 image data, and local image paths are not "
+                           "allowed (start the server with --image-dir DIR to read images from DIR)");
+    }
+  }
+  auto file = resolve_image_path(path, policy);
+  if (!file.ok()) return file.status().with_context(where);
+  auto bytes = read_file_bytes(*file, policy.max_file_bytes);
+  if (!bytes.ok()) return Status::Error(where + ": cannot read image " + quote(path));
+  return decode_bytes(*bytes);
+}
+
+}  // namespace qvl::server

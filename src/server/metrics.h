@@ -1,0 +1,58 @@
+// The server's counters, histograms and gauges, rendered in the Prometheus text format for GET /metrics.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace qvl::server {
+
+// A cumulative histogram with fixed upper bounds (seconds).
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size(), 0) {}
+  void observe(double value);
+  // Appends the _bucket/_sum/_count lines of metric `name` to out. Not thread-safe: the caller locks.
+  void render(const std::string& name, std::string& out) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // counts_[i]: observations <= bounds_[i] (non-cumulative here)
+  uint64_t count_ = 0;
+  double sum_ = 0;
+};
+
+// What a finished generation adds to the metrics.
+struct GenerationSample {
+  int prompt_tokens = 0, image_tokens = 0, generated_tokens = 0;
+  int images = 0;
+  double ttft_s = -1;          // < 0: no token came
+  double duration_s = 0;       // submission to end
+  double image_encode_s = -1;  // < 0: no image
+  bool ok = true;
+};
+
+struct Gauges {
+  int queue_depth = 0, busy_slots = 0, slots = 0;
+  bool loaded = false;
+};
+
+class Metrics {
+ public:
+  Metrics();
+  void count_request(const std::string& endpoint, int status);
+  void observe(const GenerationSample& s);
+  std::string render(const Gauges& gauges) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, uint64_t> requests_;
+  uint64_t prompt_tokens_ = 0, image_tokens_ = 0, generated_tokens_ = 0, images_ = 0;
+  uint64_t generations_ok_ = 0, generations_failed_ = 0;
+  Histogram ttft_, duration_, image_encode_;
+};
+
+}  // namespace qvl::server

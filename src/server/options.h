@@ -1,0 +1,33 @@
+// The settings of `qvl serve` as plain values: where to listen, how many requests run and wait, limits
+// and access rules. The CLI fills them from its flags; tests fill them directly.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace qvl::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                   // 0: any free port (tests); Server::port() says which
+  std::string model_id;              // shown by /v1/models and /api/tags: the directory name or hub id
+  std::string mode = "cpu";          // reported by /health
+
+  int threads = 0;                   // model threads (the inference thread's pool); 0: one per physical core
+  int parallel = 1;                  // sessions decoding at once ("slots")
+  int64_t context = 4096;            // KV cache per slot: prompt + generated tokens
+  int64_t min_pixels = -1;           // image size bounds for every request; -1: the model's processor config
+  int64_t max_pixels = -1;
+  double timeout_s = 600;            // per request, counted from its arrival; 0: none
+  int queue = 16;                    // requests waiting for a slot; one more is refused with 503
+  std::vector<std::string> api_keys; // when any: `Authorization: Bearer K` on every API endpoint
+  std::vector<std::string> cors_origins;  // allowed browser origins ("*": any); none: no CORS headers
+  std::string image_dir;             // local image paths may be read only from inside it; empty: refused
+  size_t max_body = 20u << 20;       // request bodies over this are refused with 413
+  int http_threads = 0;              // connections served at once; 0: parallel + queue + 8 (at least 16)
+  bool access_log = false;           // one line per API request on stderr
+};
+
+}  // namespace qvl::server

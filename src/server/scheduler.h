@@ -1,0 +1,160 @@
+// The one inference thread: it loads the model, then admits queued requests into a fixed number of slots
+// and interleaves their decode steps round-robin, streaming each request's text to its Job.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/generate.h"
+#include "engine/session.h"
+
+namespace qvl::server {
+
+// One request as the engine sees it: plain structs, no JSON.
+struct InferenceRequest {
+  std::vector<ChatMessage> messages;
+  std::vector<ImageRGB> images;
+  GenerateOptions options;
+  double timeout_s = 0;  // 0: none; counted from submission, queueing included
+};
+
+enum class JobError {
+  kNone,
+  kInvalidRequest,  // Session::start refused it (prompt over the context, bad image size, bad options)
+  kTimeout,         // past its timeout, queued or running
+  kCancelled,       // the client went away
+  kShutdown,        // the server stopped before the request finished
+  kInternal,        // an exception in the engine (a bug or out of memory)
+};
+
+// What the HTTP side learns from a job at each Job::wait().
+struct JobUpdate {
+  std::string text;       // text produced since the previous wait()
+  bool started = false;   // the prompt was read (prefilled): the request was valid
+  bool finished = false;
+  JobError error = JobError::kNone;
+  std::string error_message;
+  GenerateResult result;  // once finished (text so far on timeout or cancel)
+  double queue_ms = 0;    // submission to the start of the prefill
+  double total_ms = 0;    // submission to the end
+};
+
+// A request in flight, shared by the HTTP thread that waits for it and the inference thread that runs it.
+class Job {
+ public:
+  explicit Job(InferenceRequest request);
+
+  // Waits until there is new text, the job starts or finishes, or `max_wait` passes; returns the news.
+  JobUpdate wait(std::chrono::milliseconds max_wait);
+  // From any thread: the inference thread stops the work at its next step and finishes the job as kCancelled.
+  void cancel() { cancel_.store(true); }
+  bool cancel_requested() const { return cancel_.load(); }
+
+ private:
+  friend class Scheduler;
+  using Clock = std::chrono::steady_clock;
+
+  // Inference-thread side.
+  void mark_started();
+  void push_text(const std::string& text);
+  void finish(JobError error, std::string message, const GenerateResult& result);
+  bool past_deadline(Clock::time_point now) const { return has_deadline_ && now >= deadline_; }
+
+  InferenceRequest request_;
+  Clock::time_point submitted_, started_at_;
+  Clock::time_point deadline_;
+  bool has_deadline_ = false;
+  std::atomic<bool> cancel_{false};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string pending_text_;
+  bool started_ = false, started_seen_ = false, finished_ = false;
+  JobUpdate final_;  // filled by finish()
+};
+
+using ModelLoader = std::function<Result<std::unique_ptr<Model>>()>;
+
+struct SchedulerOptions {
+  int threads = 1;    // the ThreadPool of the inference thread
+  int parallel = 1;   // slots
+  int queue = 16;     // waiting requests at most
+  ModelLoader load;   // runs first on the inference thread
+  // Hears every finished job on the inference thread (metrics); must be quick and thread-safe.
+  std::function<void(const JobUpdate&)> on_finish;
+};
+
+enum class LoadState { kLoading, kReady, kFailed };
+enum class SubmitError { kNone, kLoading, kLoadFailed, kQueueFull, kShuttingDown };
+
+class Scheduler {
+ public:
+  explicit Scheduler(SchedulerOptions options);
+  ~Scheduler();  // stop()
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Starts the inference thread, which loads the model and then serves the queue.
+  void start();
+
+  LoadState state() const { return state_.load(std::memory_order_acquire); }
+  const std::string& load_error() const { return load_error_; }  // valid once kFailed
+  const Model* model() const { return state() == LoadState::kReady ? model_.get() : nullptr; }
+  double load_ms() const { return load_ms_; }  // valid once kReady
+
+  struct Submitted {
+    std::shared_ptr<Job> job;
+    SubmitError error = SubmitError::kNone;
+  };
+  // Queues a request, or says why not (still loading, queue full, shutting down).
+  Submitted submit(InferenceRequest request);
+
+  int queue_depth() const;
+  int busy_slots() const;
+  int slots() const { return options_.parallel; }
+  bool idle() const;  // nothing queued or running
+
+  // Refuses new requests from now on (graceful shutdown); running and queued ones continue.
+  void stop_accepting();
+  // Finishes every queued and running job as kShutdown.
+  void cancel_all();
+  // cancel_all() and joins the inference thread (after the model load, if it is still loading).
+  void stop();
+
+ private:
+  struct Slot {
+    std::shared_ptr<Job> job;
+    std::unique_ptr<Session> session;
+  };
+  void run();
+  void admit(std::shared_ptr<Job> job, ThreadPool& pool);
+  bool step_slot(Slot& slot, ThreadPool& pool);  // false: the slot is free again
+  void drop_expired_queued();
+  void finish_job(Job& job, JobError error, std::string message, const GenerateResult& result);
+
+  SchedulerOptions options_;
+  std::unique_ptr<Model> model_;
+  std::string load_error_;
+  double load_ms_ = 0;
+  std::atomic<LoadState> state_{LoadState::kLoading};
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  std::vector<Slot> active_;  // touched only by the inference thread; its size mirrored in busy_
+  int busy_ = 0;
+  bool accepting_ = true, stop_ = false, cancel_all_ = false;
+  std::thread thread_;
+};
+
+const char* job_error_name(JobError e);
+
+}  // namespace qvl::server
