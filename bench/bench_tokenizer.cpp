@@ -76,4 +76,3 @@ BENCHMARK(BM_Load)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 }  // namespace
 
-BENCHMARK_MAIN();

@@ -35,4 +35,10 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const WeightT
   return m;
 }
 
+void Model::inject_outlier_channels(int count, float scale) {
+  for (TextLayerW& l : text_.layers)
+    for (std::vector<float>* w : {&l.input_norm, &l.post_norm})
+      for (int c = 0; c < count && c < static_cast<int>(w->size()); ++c) (*w)[static_cast<size_t>(c * 97) % w->size()] *= scale;
+}
+
 }  // namespace qvl

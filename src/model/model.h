@@ -37,6 +37,10 @@ class Model {
   WeightType vision_weight_type() const { return vision_.blocks.empty() ? WeightType::kF32 : vision_.blocks[0].qkv.w.type; }
   uint64_t mapped_bytes() const { return weights_.mapped_bytes(); }
 
+  // Diagnostics for the accuracy stress test only: multiplies `count` channels of every RMSNorm weight of
+  // the text decoder by `scale`, creating the large-magnitude activation channels of trained checkpoints.
+  void inject_outlier_channels(int count, float scale);
+
  private:
   Model() = default;
   std::string dir_;
