@@ -5,6 +5,8 @@ about 13 GB of memory at its peak (transformers' float32 model) and minutes of C
 Usage (from anywhere; the wrapper `tools/reference/check_full_size` runs this with the venv's python):
 
     tools/reference/check_full_size [--qvl BIN] [--model DIR] [--work DIR] [--threads N] [-n N] [--no-report]
+    tools/reference/check_full_size --report-only [--work DIR]    # re-render the report of an earlier run
+    tools/reference/check_full_size --preset tiny --report /tmp/x.md   # a seconds-long smoke test of this script
 
 1. Makes the model if DIR (default /tmp/qvl-2b) has none: `qvl make-test-model --preset 2b --seed 1`, written
    to a temporary sibling and renamed, so a concurrent user never sees half a model. It is kept for reuse.
@@ -286,6 +288,7 @@ def driver(args):
                     str(work / "qvl_pixel_values.npy")], check=True, stdout=subprocess.DEVNULL)
     qvl_cmd = [qvl, "run", "--model", args.model, "--image", str(args.image), "-p", args.prompt, "-n", str(args.n),
                "--temp", "0", "--ignore-eos", "--threads", str(args.threads), "--dump", str(work / "qvl")]
+    load_before_qvl = loadavg()
     rc, qvl_wall, qvl_time = run_logged(qvl_cmd, work / "qvl_stdout.txt", work / "qvl_stderr.txt",
                                         work / "qvl_time.txt")
     qvl_stderr = (work / "qvl_stderr.txt").read_text()
@@ -298,6 +301,7 @@ def driver(args):
     hf_cmd = [sys.executable, "-W", "ignore", str(Path(__file__).resolve()), "--hf-worker", "--model", args.model,
               "--image", str(args.image), "-p", args.prompt, "-n", str(args.n), "--threads", str(args.threads),
               "--work", str(work)]
+    load_before_hf = loadavg()
     rc, hf_wall, hf_time = run_logged(hf_cmd, work / "hf_stdout.txt", work / "hf_stderr.txt", work / "hf_time.txt")
     if rc != 0:
         sys.exit(f"the transformers worker failed ({rc}):\n{(work / 'hf_stderr.txt').read_text()[-4000:]}")
@@ -370,6 +374,9 @@ def driver(args):
         qvl_max_rss_kb=int(time_field(qvl_time, "Maximum resident set size (kbytes)") or 0),
         hf=hf, hf_wall_s=wall_seconds(hf_time) or hf_wall,
         hf_max_rss_kb=int(time_field(hf_time, "Maximum resident set size (kbytes)") or 0),
+        loadavg_before_qvl=load_before_qvl, loadavg_before_hf=load_before_hf, loadavg_after=loadavg(),
+        date=subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip(),
+        machine=machine(), hf_step_margins=margins.tolist(),
         qvl_cmd=shlex.join(qvl_cmd), qvl_binary=qvl, git=git_state(), command=args.command_line,
         preset=args.preset, qvl_sha256=sha256_short(qvl),
         qvl_mtime=datetime.datetime.fromtimestamp(os.path.getmtime(qvl), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -377,10 +384,37 @@ def driver(args):
     (work / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print_summary(summary)
     if not args.no_report:
-        report = Path(args.report)
-        report.parent.mkdir(parents=True, exist_ok=True)
-        report.write_text(markdown(summary, args))
-        log(f"wrote {report}")
+        write_report(summary, args)
+
+
+def write_report(summary, args):
+    report = Path(args.report)
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(markdown(summary, args))
+    log(f"wrote {report}")
+
+
+def report_only(args):
+    """Renders the report again from WORK/summary.json (and WORK/hf/) of an earlier run."""
+    work = Path(args.work)
+    summary = json.loads((work / "summary.json").read_text())
+    if "date" not in summary:  # written by an earlier version of this script: the run ended as it was written
+        mtime = os.path.getmtime(work / "summary.json")
+        summary["date"] = datetime.datetime.fromtimestamp(mtime, datetime.timezone.utc).strftime(
+            "%a %b %d %H:%M:%S UTC %Y")
+    if "hf_step_margins" not in summary:
+        v = np.load(work / "hf" / "step_top_values.npy")
+        summary["hf_step_margins"] = (v[:, 0] - v[:, 1]).astype(float).tolist()
+    summary.setdefault("machine", machine())
+    print_summary(summary)
+    write_report(summary, args)
+
+
+def loadavg():
+    try:
+        return Path("/proc/loadavg").read_text().split()[:3]
+    except OSError:
+        return None
 
 
 def fmt_e(x):
@@ -412,8 +446,8 @@ def print_summary(s):
 
 
 def markdown(s, args):
-    date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
-    cpu, cores, mem = machine()
+    date = s["date"]
+    cpu, cores, mem = s["machine"]
     hf, qt = s["hf"], s["qvl_timings"]
     fb = s["first_above_threshold"]
     rels = [r["rel"] for r in s["intermediates"] if "rel" in r]
@@ -440,6 +474,10 @@ def markdown(s, args):
     L.append("## Run\n")
     L.append(f"- date: {date}")
     L.append(f"- machine: {cpu}, {cores} CPUs, {mem} RAM (shared); both sides use {s['threads']} threads")
+    if s.get("loadavg_before_qvl"):
+        L.append(f"- load average (1/5/15 min) before qvl: {' '.join(s['loadavg_before_qvl'])}, before transformers: "
+                 f"{' '.join(s['loadavg_before_hf'])}, after: {' '.join(s['loadavg_after'])} — other jobs on the "
+                 "machine slow both sides")
     L.append(f"- versions: torch {hf['torch']}, transformers {hf['transformers']}, Python {platform.python_version()}; "
              f"qvl binary `{s['qvl_binary']}` (built {s['qvl_mtime']}, sha256 {s['qvl_sha256']}), working tree at "
              f"{s['git']}")
@@ -466,6 +504,17 @@ def markdown(s, args):
                  f"top-2 there {d['hf_top2_ids']} with logits {d['hf_top2_values'][0]:.4f} / "
                  f"{d['hf_top2_values'][1]:.4f} (margin {d['hf_margin']:.2e}, logits up to {d['hf_max_abs']:.2f}); "
                  f"transformers' logit of qvl's token is {d['hf_gap_to_ours']:.2e} below its top-1")
+    distinct = sorted(set(s["hf_generated"]))
+    m = s["hf_step_margins"]
+    L.append(f"- transformers' greedy tokens: {len(distinct)} distinct id(s) ({', '.join(map(str, distinct[:8]))}"
+             f"{', ...' if len(distinct) > 8 else ''}); its top-2 margin over the {len(m)} steps: min {min(m):.3f}, "
+             f"max {max(m):.3f}")
+    if len(distinct) <= 4:
+        L.append("- caveat: with generated weights the model repeats itself, with margins far above the logit "
+                 "error, so the greedy agreement shows that the decode steps pick the same top-1 but says little "
+                 "about the decode path's numbers (KV cache, positions after the image). qvl's dump stops at the "
+                 "prefill; comparing the decode steps' logits would need qvl to dump them too (transformers' are in "
+                 "`WORK/hf/step_logits.npy`).")
     if s["min_hf_margin_before_divergence"] is not None:
         L.append(f"- smallest top-2 margin of transformers over the agreeing steps: "
                  f"{s['min_hf_margin_before_divergence']:.2e}")
@@ -515,6 +564,7 @@ def main():
     p.add_argument("--work", default="/tmp/qvl-full-size-check")
     p.add_argument("--report", default=str(ROOT / "docs" / "full_size_check.md"))
     p.add_argument("--no-report", action="store_true")
+    p.add_argument("--report-only", action="store_true", help="render the report again from an earlier run's --work")
     p.add_argument("--hf-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--command", default=None, help=argparse.SUPPRESS)  # how the wrapper was called
     args = p.parse_args()
@@ -522,6 +572,8 @@ def main():
         args.model = "/tmp/qvl-2b" if args.preset == "2b" else "/tmp/qvl-tiny-check"
     if args.hf_worker:
         return hf_worker(args)
+    if args.report_only:
+        return report_only(args)
     driver_args = args
     driver_args.command_line = args.command or shlex.join(["tools/reference/check_full_size.py"] + sys.argv[1:])
     return driver(driver_args)
