@@ -93,6 +93,29 @@ TEST(Kernels, GemmTileWithinRoundingBound) {
   }
 }
 
+TEST(Kernels, PanelTileWithinRoundingBound) {
+  const KernelTable& g = generic_kernels();
+  for (const KernelTable* t : simd_tables()) {
+    for (int64_t k : {1, 7, 64, 333}) {
+      const int64_t ldb = 21;  // wider than the panel: the tile must read only its 16 (or nc) columns
+      const auto a = random_floats(static_cast<size_t>(6 * k), 11), b = random_floats(static_cast<size_t>(k * ldb), 12);
+      for (int mr = 1; mr <= 6; ++mr)
+        for (int nc : {1, 5, 15, 16}) {
+          float ca[6 * 16], cb[6 * 16];
+          g.gemm_f32_nn_tile(a.data(), k, b.data(), ldb, k, ca, 16, mr, nc);
+          t->gemm_f32_nn_tile(a.data(), k, b.data(), ldb, k, cb, 16, mr, nc);
+          for (int i = 0; i < mr; ++i)
+            for (int j = 0; j < nc; ++j) {
+              double abs_sum = 0;
+              for (int64_t u = 0; u < k; ++u) abs_sum += std::abs(double{a[i * k + u]} * b[u * ldb + j]);
+              EXPECT_LE(std::abs(double{ca[i * 16 + j]} - cb[i * 16 + j]), 2.0 * k * kEps * abs_sum + 1e-30)
+                  << t->name << " k " << k << " tile " << mr << "x" << nc;
+            }
+        }
+    }
+  }
+}
+
 TEST(Kernels, QuantizeQ8_0MatchesReferenceBitForBit) {
   for (const KernelTable* t : simd_tables()) {
     for (int64_t cols : {32, 64, 4096}) {
@@ -198,6 +221,38 @@ TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
         });
         for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "threads " << threads << " n " << n;
       }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qvl
+
+namespace qvl {
+namespace {
+
+TEST(Kernels, ElementwiseMatchGenericWithinTolerance) {
+  const KernelTable& g = generic_kernels();
+  for (const KernelTable* t : simd_tables()) {
+    for (int64_t n : {1, 7, 8, 9, 33, 4095}) {
+      auto x = random_floats(static_cast<size_t>(n), 13, 12.0f);
+      x[0] = -100.0f;  // deep in the tails
+      if (n > 1) x[1] = 100.0f;
+      const auto up = random_floats(static_cast<size_t>(n), 14);
+      for (float scale : {1.0f, 0.125f}) {
+        auto a = x, b = x;
+        g.softmax_scaled(a.data(), n, scale);
+        t->softmax_scaled(b.data(), n, scale);
+        for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(a[i], b[i], 1e-6 + 2e-6 * a[i]) << t->name << " softmax n " << n;
+      }
+      auto a = x, b = x;
+      g.gelu_tanh(a.data(), n);
+      t->gelu_tanh(b.data(), n);
+      for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(a[i], b[i], 1e-6 + 1e-6 * std::abs(a[i])) << t->name << " gelu x " << x[i];
+      a = x, b = x;
+      g.silu_mul(a.data(), up.data(), n);
+      t->silu_mul(b.data(), up.data(), n);
+      for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(a[i], b[i], 1e-6 + 1e-6 * std::abs(a[i])) << t->name << " silu x " << x[i];
     }
   }
 }

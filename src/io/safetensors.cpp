@@ -268,6 +268,16 @@ const TensorView* SafetensorsModel::find(const std::string& name) const {
   return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
+void SafetensorsModel::release(const TensorView& t) { release(t.data, t.nbytes); }
+
+void SafetensorsModel::release(const void* data, size_t bytes) {
+  // Only whole pages inside the range: a neighbour tensor sharing an edge page stays resident.
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(page - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 uint64_t SafetensorsModel::mapped_bytes() const {
   uint64_t n = 0;
   for (const auto& f : files_) n += f.file_size();

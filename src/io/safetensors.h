@@ -72,6 +72,12 @@ class SafetensorsModel {
   // The total size of the mapped files.
   uint64_t mapped_bytes() const;
 
+  // Tells the kernel that a tensor's pages will not be read again (after it was converted into memory the
+  // model owns), so they leave the resident set. Reading it again would still work: it is reloaded from
+  // the file.
+  static void release(const TensorView& t);
+  static void release(const void* data, size_t bytes);
+
  private:
   std::vector<SafetensorsFile> files_;
   std::vector<TensorView> tensors_;

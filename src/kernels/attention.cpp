@@ -19,38 +19,64 @@ void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int
                     int64_t n_kv, int64_t head_dim, float scale, int64_t causal_offset, float* out, int64_t ldo,
                     AttentionScratch& s) {
   const KernelTable& K = kernels();
+  // Both products run on row-times-panel tiles (kRows query rows x 16 columns): q · kᵀ with k transposed
+  // once per call, and P · v with v as it is.
+  constexpr int kRows = 6, kCols = 16;
+  // Few queries (decode steps): q · kᵀ as dot products with k's rows, no transposition (which would cost
+  // more than the product). Many: transpose k once and use the panel tiles.
+  const bool transpose_k = nq >= kRows;
   s.scores.resize(static_cast<size_t>(std::min(nq, kQueryBlock) * n_kv));
-  s.vt.resize(static_cast<size_t>(head_dim * n_kv));
-  for (int64_t j = 0; j < n_kv; ++j)
-    for (int64_t d = 0; d < head_dim; ++d) s.vt[static_cast<size_t>(d * n_kv + j)] = v[j * ldv + d];
+  if (transpose_k) {
+    s.kt.resize(static_cast<size_t>(head_dim * n_kv));
+    for (int64_t j = 0; j < n_kv; ++j)
+      for (int64_t d = 0; d < head_dim; ++d) s.kt[static_cast<size_t>(d * n_kv + j)] = k[j * ldk + d];
+  }
+  // v's rows are read in sequence by the panel tiles: pack them when they are far apart.
+  const float* vp = v;
+  int64_t ldvp = ldv;
+  if (ldv != head_dim) {
+    s.vc.resize(static_cast<size_t>(n_kv * head_dim));
+    for (int64_t j = 0; j < n_kv; ++j)
+      std::copy(v + j * ldv, v + j * ldv + head_dim, &s.vc[static_cast<size_t>(j * head_dim)]);
+    vp = s.vc.data();
+    ldvp = head_dim;
+  }
   for (int64_t q0 = 0; q0 < nq; q0 += kQueryBlock) {
     const int64_t rows = std::min(kQueryBlock, nq - q0);
     // Keys any row of this block may see.
     const int64_t kv_end = causal_offset >= 0 ? std::min(n_kv, causal_offset + q0 + rows) : n_kv;
     float* sc = s.scores.data();
     // scores = q · kᵀ
-    for (int64_t i = 0; i < rows; i += 4) {
-      const int mr = static_cast<int>(std::min<int64_t>(4, rows - i));
-      for (int64_t j = 0; j < kv_end; j += 3) {
-        const int nr = static_cast<int>(std::min<int64_t>(3, kv_end - j));
-        K.gemm_f32_tile(q + (q0 + i) * ldq, ldq, k + j * ldk, ldk, head_dim, sc + i * n_kv + j, n_kv, mr, nr);
+    if (transpose_k) {
+      for (int64_t i = 0; i < rows; i += kRows) {
+        const int mr = static_cast<int>(std::min<int64_t>(kRows, rows - i));
+        for (int64_t j = 0; j < kv_end; j += kCols) {
+          const int nc = static_cast<int>(std::min<int64_t>(kCols, kv_end - j));
+          K.gemm_f32_nn_tile(q + (q0 + i) * ldq, ldq, s.kt.data() + j, n_kv, head_dim, sc + i * n_kv + j, n_kv, mr, nc);
+        }
+      }
+    } else {
+      for (int64_t i = 0; i < rows; i += 4) {
+        const int mr = static_cast<int>(std::min<int64_t>(4, rows - i));
+        for (int64_t j = 0; j < kv_end; j += 3) {
+          const int nr = static_cast<int>(std::min<int64_t>(3, kv_end - j));
+          K.gemm_f32_tile(q + (q0 + i) * ldq, ldq, k + j * ldk, ldk, head_dim, sc + i * n_kv + j, n_kv, mr, nr);
+        }
       }
     }
     // softmax(scores * scale) over each row's visible keys; the rest get probability 0.
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t limit = causal_offset >= 0 ? std::min(n_kv, causal_offset + q0 + i + 1) : n_kv;
       float* row = sc + i * n_kv;
-      for (int64_t j = 0; j < limit; ++j) row[j] *= scale;
-      softmax(row, limit);
+      K.softmax_scaled(row, limit, scale);
       std::fill(row + limit, row + kv_end, 0.0f);
     }
-    // out = P · v, as dot products of P's rows with vᵀ's rows
-    for (int64_t i = 0; i < rows; i += 4) {
-      const int mr = static_cast<int>(std::min<int64_t>(4, rows - i));
-      for (int64_t d = 0; d < head_dim; d += 3) {
-        const int nr = static_cast<int>(std::min<int64_t>(3, head_dim - d));
-        K.gemm_f32_tile(sc + i * n_kv, n_kv, s.vt.data() + d * n_kv, n_kv, kv_end, out + (q0 + i) * ldo + d, ldo, mr,
-                        nr);
+    // out = P · v
+    for (int64_t i = 0; i < rows; i += kRows) {
+      const int mr = static_cast<int>(std::min<int64_t>(kRows, rows - i));
+      for (int64_t d = 0; d < head_dim; d += kCols) {
+        const int nc = static_cast<int>(std::min<int64_t>(kCols, head_dim - d));
+        K.gemm_f32_nn_tile(sc + i * n_kv, n_kv, vp + d, ldvp, kv_end, out + (q0 + i) * ldo + d, ldo, mr, nc);
       }
     }
   }

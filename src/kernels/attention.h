@@ -9,7 +9,8 @@ namespace qvl {
 
 struct AttentionScratch {
   std::vector<float> scores;  // [kQueryBlock, n_kv]
-  std::vector<float> vt;      // [head_dim, n_kv]: V transposed, so P·V runs on the same dot-product tiles
+  std::vector<float> kt;      // [head_dim, n_kv]: K transposed, so q·kᵀ runs on row-times-panel tiles
+  std::vector<float> vc;      // [n_kv, head_dim]: V packed (its rows may be far apart, as in the fused qkv)
 };
 
 // out[i] = softmax(q[i] · k[0..limit(i))ᵀ * scale) · v[0..limit(i)) for i < nq, where limit(i) = n_kv

@@ -1,5 +1,7 @@
 // The scalar kernels: the specification that every SIMD kernel is tested against, and the fallback on
 // machines without AVX2.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/kernels.h"
@@ -42,6 +44,45 @@ void gemm_f32_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int
     }
 }
 
+void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc,
+                      int mr, int nc) {
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nc; ++j) {
+      float s = 0;
+      for (int64_t t = 0; t < k; ++t) s += a[i * lda + t] * b[t * ldb + j];
+      c[i * ldc + j] = s;
+    }
+}
+
+void softmax_scaled(float* x, int64_t n, float scale) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i] * scale);
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] * scale - mx);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void gelu_tanh(float* x, int64_t n) {
+  // 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))
+  constexpr float kBeta = 0.7978845608028654f;
+  constexpr float kKappa = 0.044715f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    x[i] = 0.5f * v * (1.0f + std::tanh(kBeta * (v + kKappa * v * v * v)));
+  }
+}
+
+void silu_mul(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
 void dot_q8_0_rows(const BlockQ8_0* w, const BlockQ8_0* x, int64_t nb, float* y, int64_t ldy, int mr) {
   for (int i = 0; i < mr; ++i) {
     const BlockQ8_0* xi = x + i * nb;
@@ -74,8 +115,9 @@ void dot_q4_0_rows(const BlockQ4_0* w, const BlockQ8_0* x, int64_t nb, float* y,
 }  // namespace
 
 const KernelTable& generic_kernels() {
-  static const KernelTable table{"generic", row_to_f32, gemm_f32_tile, quantize_row_q8_0_ref, dot_q8_0_rows,
-                                 dot_q4_0_rows};
+  static const KernelTable table{"generic",      row_to_f32, gemm_f32_tile,        gemm_f32_nn_tile,
+                                 softmax_scaled, gelu_tanh,  silu_mul,             quantize_row_q8_0_ref,
+                                 dot_q8_0_rows,  dot_q4_0_rows};
   return table;
 }
 

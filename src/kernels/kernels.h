@@ -19,6 +19,16 @@ struct KernelTable {
   void (*gemm_f32_tile)(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k, float* y,
                         int64_t ldy, int mr, int nr);
 
+  // c[i * ldc + j] = sum_t a[i * lda + t] * b[t * ldb + j] for i < mr <= 6, j < nc <= 16 (float32): a row
+  // tile of A times a column panel of B, the layout of attention's P·V (and of q·kᵀ with k transposed).
+  void (*gemm_f32_nn_tile)(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c,
+                           int64_t ldc, int mr, int nc);
+
+  // Element-wise: softmax of x[0, n) * scale in place; GELU (tanh form) in place; gate = silu(gate) * up.
+  void (*softmax_scaled)(float* x, int64_t n, float scale);
+  void (*gelu_tanh)(float* x, int64_t n);
+  void (*silu_mul)(float* gate, const float* up, int64_t n);
+
   // Quantizes one activation row (cols % 32 == 0) to Q8_0 blocks.
   void (*quantize_q8_0)(const float* x, BlockQ8_0* out, int64_t cols);
 

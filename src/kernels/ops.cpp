@@ -20,6 +20,8 @@ namespace {
 // and reused across all activation rows; tiles of 4 activation rows x 3 weight rows go to the kernel.
 constexpr int64_t kBlockBytes = 192 * 1024;
 constexpr int kTileX = 4, kTileW = 3;
+// Up to this many activation rows, quantized weights are dotted in integers (see matmul()).
+constexpr int64_t kMaxRowsForIntegerDots = 4;
 
 void matmul_float(ThreadPool& pool, const KernelTable& K, const float* x, int64_t n, const Mat& w, float* y) {
   const int64_t m = w.rows, k = w.cols;
@@ -72,7 +74,10 @@ void matmul(ThreadPool& pool, const float* x, int64_t n, const Mat& w, const flo
   QVL_CHECK(w.data != nullptr && m > 0 && w.cols > 0 && n >= 0);
   if (n == 0) return;
   const KernelTable& K = kernels();
-  if (is_quantized(w.type)) {
+  // Quantized weights: integer dots for a few rows (decode, where reading 4-bit weights is the cost); for
+  // many rows (prefill, vision) the blocks are widened to float32 once per block of weight rows and reused
+  // across all activation rows by the float tiles, which are faster there (BENCHMARKS.md) and exact.
+  if (is_quantized(w.type) && n <= kMaxRowsForIntegerDots) {
     matmul_quantized(pool, K, x, n, w, y);
   } else {
     matmul_float(pool, K, x, n, w, y);
@@ -114,15 +119,7 @@ void rms_norm(const float* x, int64_t n, int64_t d, const float* w, float eps, f
   }
 }
 
-void gelu_tanh(float* x, int64_t n) {
-  // 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))
-  constexpr float kBeta = 0.7978845608028654f;
-  constexpr float kKappa = 0.044715f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    x[i] = 0.5f * v * (1.0f + std::tanh(kBeta * (v + kKappa * v * v * v)));
-  }
-}
+void gelu_tanh(float* x, int64_t n) { kernels().gelu_tanh(x, n); }
 
 void gelu_erf(float* x, int64_t n) {
   // 0.5 * x * (1 + erf(x / sqrt(2)))
@@ -130,24 +127,9 @@ void gelu_erf(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
 }
 
-void silu_mul(float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
-}
+void silu_mul(float* gate, const float* up, int64_t n) { kernels().silu_mul(gate, up, n); }
 
-void softmax(float* x, int64_t n) {
-  float mx = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
-  float sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
-  }
-  const float inv = 1.0f / sum;
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
-}
+void softmax(float* x, int64_t n) { kernels().softmax_scaled(x, n, 1.0f); }
 
 void rope_rotate_half(float* x, int64_t d, const float* cos, const float* sin) {
   const int64_t h = d / 2;
@@ -161,6 +143,40 @@ void rope_rotate_half(float* x, int64_t d, const float* cos, const float* sin) {
 
 void add_inplace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+namespace {
+// Element-wise work is split in chunks of this many values (about 64 KiB of floats).
+constexpr int64_t kChunk = 16384;
+}  // namespace
+
+void layer_norm(ThreadPool& pool, const float* x, int64_t n, int64_t d, const float* w, const float* b, float eps,
+                float* y) {
+  pool.parallel_for(n, std::max<int64_t>(1, kChunk / d), [&](int, int64_t r0, int64_t r1) {
+    layer_norm(x + r0 * d, r1 - r0, d, w, b, eps, y + r0 * d);
+  });
+}
+
+void rms_norm(ThreadPool& pool, const float* x, int64_t n, int64_t d, const float* w, float eps, float* y) {
+  pool.parallel_for(n, std::max<int64_t>(1, kChunk / d), [&](int, int64_t r0, int64_t r1) {
+    rms_norm(x + r0 * d, r1 - r0, d, w, eps, y + r0 * d);
+  });
+}
+
+void gelu_tanh(ThreadPool& pool, float* x, int64_t n) {
+  pool.parallel_for(n, kChunk, [&](int, int64_t a, int64_t b) { gelu_tanh(x + a, b - a); });
+}
+
+void gelu_erf(ThreadPool& pool, float* x, int64_t n) {
+  pool.parallel_for(n, kChunk, [&](int, int64_t a, int64_t b) { gelu_erf(x + a, b - a); });
+}
+
+void silu_mul(ThreadPool& pool, float* gate, const float* up, int64_t n) {
+  pool.parallel_for(n, kChunk, [&](int, int64_t a, int64_t b) { silu_mul(gate + a, up + a, b - a); });
+}
+
+void add_inplace(ThreadPool& pool, float* y, const float* x, int64_t n) {
+  pool.parallel_for(n, kChunk, [&](int, int64_t a, int64_t b) { add_inplace(y + a, x + a, b - a); });
 }
 
 }  // namespace qvl

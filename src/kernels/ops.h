@@ -55,4 +55,12 @@ void rope_rotate_half(float* x, int64_t d, const float* cos, const float* sin);
 // y += x over n values.
 void add_inplace(float* y, const float* x, int64_t n);
 
+// The same element-wise operations split over the pool's threads (by rows, or by chunks of values).
+void layer_norm(ThreadPool& pool, const float* x, int64_t n, int64_t d, const float* w, const float* b, float eps, float* y);
+void rms_norm(ThreadPool& pool, const float* x, int64_t n, int64_t d, const float* w, float eps, float* y);
+void gelu_tanh(ThreadPool& pool, float* x, int64_t n);
+void gelu_erf(ThreadPool& pool, float* x, int64_t n);
+void silu_mul(ThreadPool& pool, float* gate, const float* up, int64_t n);
+void add_inplace(ThreadPool& pool, float* y, const float* x, int64_t n);
+
 }  // namespace qvl

@@ -2,6 +2,8 @@
 // twin in generic.cpp computes, up to float summation order.
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/kernels.h"
@@ -121,6 +123,135 @@ void gemm_f32_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int
   kTiles[mr - 1][nr - 1](x, ldx, w, ldw, k, y, ldy);
 }
 
+// MR rows of A times a 16-column panel of B: 2 vectors per row, 2 * MR accumulators (12 for MR = 6), one
+// broadcast of a[i][t] per row and 2 loads of b per step.
+template <int MR>
+void nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc) {
+  __m256 acc0[MR], acc1[MR];
+  for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
+  for (int64_t t = 0; t < k; ++t) {
+    const __m256 b0 = _mm256_loadu_ps(b + t * ldb), b1 = _mm256_loadu_ps(b + t * ldb + 8);
+    for (int i = 0; i < MR; ++i) {
+      const __m256 av = _mm256_broadcast_ss(a + i * lda + t);
+      acc0[i] = _mm256_fmadd_ps(av, b0, acc0[i]);
+      acc1[i] = _mm256_fmadd_ps(av, b1, acc1[i]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    _mm256_storeu_ps(c + i * ldc, acc0[i]);
+    _mm256_storeu_ps(c + i * ldc + 8, acc1[i]);
+  }
+}
+
+void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc,
+                      int mr, int nc) {
+  if (nc != 16) {  // a partial panel: the loads above would read past it
+    for (int i = 0; i < mr; ++i)
+      for (int j = 0; j < nc; ++j) {
+        float s = 0;
+        for (int64_t t = 0; t < k; ++t) s += a[i * lda + t] * b[t * ldb + j];
+        c[i * ldc + j] = s;
+      }
+    return;
+  }
+  using Fn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t);
+  static constexpr Fn kTiles[6] = {nn_tile<1>, nn_tile<2>, nn_tile<3>, nn_tile<4>, nn_tile<5>, nn_tile<6>};
+  kTiles[mr - 1](a, lda, b, ldb, k, c, ldc);
+}
+
+// exp(x) for 8 floats: range reduction x = n ln2 + r (ln2 split in two for exactness), a degree-6
+// polynomial for e^r on |r| <= ln2 / 2, and 2^n built in the exponent bits. Relative error about 2e-7;
+// inputs below -87.3 give 0, above 88.7 give +inf.
+inline __m256 exp8(__m256 x) {
+  const __m256 hi = _mm256_set1_ps(88.7f), lo = _mm256_set1_ps(-87.3f);
+  const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  // 2^n: n + 127 in the exponent field (n in [-126, 128] after the clamp; 128 overflows to inf as wanted).
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  const __m256 result = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+  return _mm256_andnot_ps(under, result);
+}
+
+void softmax_scaled(float* x, int64_t n, float scale) {
+  const __m256 sv = _mm256_set1_ps(scale);
+  __m256 mv = _mm256_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_mul_ps(_mm256_loadu_ps(x + i), sv));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  float mx = _mm_cvtss_f32(m4);
+  for (; i < n; ++i) mx = std::max(mx, x[i] * scale);
+  const __m256 mxv = _mm256_set1_ps(mx);
+  __m256 sumv = _mm256_setzero_ps();
+  i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), sv, mxv));
+    _mm256_storeu_ps(x + i, e);
+    sumv = _mm256_add_ps(sumv, e);
+  }
+  float sum = hsum(sumv);
+  for (; i < n; ++i) {
+    alignas(32) float t[8] = {x[i] * scale - mx};
+    _mm256_store_ps(t, exp8(_mm256_load_ps(t)));
+    x[i] = t[0];
+    sum += t[0];
+  }
+  const __m256 inv = _mm256_set1_ps(1.0f / sum);
+  i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+  for (; i < n; ++i) x[i] *= 1.0f / sum;
+}
+
+// tanh(u) = 1 - 2 / (exp(2u) + 1), exact limits at +-inf through exp8's saturation.
+inline __m256 tanh8(__m256 u) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 e = exp8(_mm256_add_ps(u, u));
+  return _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
+}
+
+void gelu_tanh(float* x, int64_t n) {
+  const __m256 beta = _mm256_set1_ps(0.7978845608028654f), kappa = _mm256_set1_ps(0.044715f),
+               half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 inner = _mm256_mul_ps(beta, _mm256_fmadd_ps(_mm256_mul_ps(kappa, v), _mm256_mul_ps(v, v), v));
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_mul_ps(half, v), _mm256_add_ps(one, tanh8(inner))));
+  }
+  for (; i < n; ++i) {
+    alignas(32) float t[8] = {x[i]};
+    gelu_tanh(t, 8);
+    x[i] = t[0];
+  }
+}
+
+void silu_mul(float* gate, const float* up, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 sig = _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g))));
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_mul_ps(g, sig), _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) {
+    alignas(32) float g[8] = {gate[i]}, u[8] = {up[i]};
+    silu_mul(g, u, 8);
+    gate[i] = g[0];
+  }
+}
+
 void quantize_q8_0(const float* x, BlockQ8_0* out, int64_t cols) {
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < cols / kQK; ++b) {
@@ -200,8 +331,16 @@ void dot_q4_0_rows(const BlockQ4_0* w, const BlockQ8_0* x, int64_t nb, float* y,
 }  // namespace avx2
 
 const KernelTable* avx2_kernels() {
-  static const KernelTable table{"avx2", avx2::row_to_f32, avx2::gemm_f32_tile, avx2::quantize_q8_0,
-                                 avx2::dot_q8_0_rows, avx2::dot_q4_0_rows};
+  static const KernelTable table{"avx2",
+                                 avx2::row_to_f32,
+                                 avx2::gemm_f32_tile,
+                                 avx2::gemm_f32_nn_tile,
+                                 avx2::softmax_scaled,
+                                 avx2::gelu_tanh,
+                                 avx2::silu_mul,
+                                 avx2::quantize_q8_0,
+                                 avx2::dot_q8_0_rows,
+                                 avx2::dot_q4_0_rows};
   const CpuFeatures f = cpu_features();
   return f.avx2 && f.fma && f.f16c && f.os_ymm ? &table : nullptr;
 }

@@ -45,6 +45,8 @@ Result<Mat> convert_matrix(const Mat& m, WeightType type, const std::string& nam
       narrow_row(row.data(), type, dst + rb * static_cast<size_t>(r), m.cols);
     }
   });
+  // The source (a view into the checkpoint's mapping, or an earlier conversion) is not read again.
+  SafetensorsModel::release(m.data, row_bytes(m.type, m.cols) * static_cast<size_t>(m.rows));
   return Mat{type, m.rows, m.cols, dst};
 }
 

@@ -86,13 +86,13 @@ void text_forward(const Model& model, ThreadPool& pool, KVCache& cache, const in
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     const TextLayerW& L = w.layers[layer];
     // hidden_states = self.input_layernorm(hidden_states)
-    rms_norm(h.data(), n, H, L.input_norm.data(), c.rms_norm_eps, x.data());
+    rms_norm(pool, h.data(), n, H, L.input_norm.data(), c.rms_norm_eps, x.data());
     // query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)); key_states likewise
     matmul(pool, x.data(), n, L.q, nullptr, q.data());
     matmul(pool, x.data(), n, L.k, nullptr, k.data());
     matmul(pool, x.data(), n, L.v, nullptr, v.data());
-    rms_norm(q.data(), n * nh, hd, L.q_norm.data(), c.rms_norm_eps, q.data());
-    rms_norm(k.data(), n * nkv, hd, L.k_norm.data(), c.rms_norm_eps, k.data());
+    rms_norm(pool, q.data(), n * nh, hd, L.q_norm.data(), c.rms_norm_eps, q.data());
+    rms_norm(pool, k.data(), n * nkv, hd, L.k_norm.data(), c.rms_norm_eps, k.data());
     // query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t hh = 0; hh < nh; ++hh) rope_rotate_half(&q[i * qd + hh * hd], hd, &cos_t[i * hd], &sin_t[i * hd]);
@@ -115,18 +115,18 @@ void text_forward(const Model& model, ThreadPool& pool, KVCache& cache, const in
     });
     // hidden_states = residual + self.o_proj(attn_output)
     matmul(pool, attn.data(), n, L.o, nullptr, tmp.data());
-    add_inplace(h.data(), tmp.data(), n * H);
+    add_inplace(pool, h.data(), tmp.data(), n * H);
     // hidden_states = residual + self.mlp(self.post_attention_layernorm(hidden_states))
-    rms_norm(h.data(), n, H, L.post_norm.data(), c.rms_norm_eps, x.data());
+    rms_norm(pool, h.data(), n, H, L.post_norm.data(), c.rms_norm_eps, x.data());
     matmul(pool, x.data(), n, L.gate, nullptr, gate.data());
     matmul(pool, x.data(), n, L.up, nullptr, up.data());
-    silu_mul(gate.data(), up.data(), n * I);
+    silu_mul(pool, gate.data(), up.data(), n * I);
     matmul(pool, gate.data(), n, L.down, nullptr, tmp.data());
-    add_inplace(h.data(), tmp.data(), n * H);
+    add_inplace(pool, h.data(), tmp.data(), n * H);
     // hidden_states = self._deepstack_process(hidden_states, visual_pos_masks, deepstack_visual_embeds[layer_idx])
     if (visual && visual->n_visual > 0 && layer < static_cast<int>(visual->deepstack.size())) {
       for (size_t r = 0; r < visual_rows.size(); ++r)
-        add_inplace(&h[static_cast<size_t>(visual_rows[r] * H)], visual->deepstack[layer] + r * H, H);
+        add_inplace(pool, &h[static_cast<size_t>(visual_rows[r] * H)], visual->deepstack[layer] + r * H, H);
     }
     emit("model.language_model.layers." + std::to_string(layer), h.data(), {n, H});
   }
@@ -134,7 +134,7 @@ void text_forward(const Model& model, ThreadPool& pool, KVCache& cache, const in
   if (mode == LogitsMode::kNone) return;
   // hidden_states = self.norm(hidden_states); logits = self.lm_head(hidden_states)
   const int64_t first = mode == LogitsMode::kLast ? n - 1 : 0, rows = n - first;
-  rms_norm(&h[static_cast<size_t>(first * H)], rows, H, w.norm.data(), c.rms_norm_eps, x.data());
+  rms_norm(pool, &h[static_cast<size_t>(first * H)], rows, H, w.norm.data(), c.rms_norm_eps, x.data());
   emit("model.language_model.norm", x.data(), {rows, H});
   matmul(pool, x.data(), rows, w.lm_head, nullptr, logits);
   emit("lm_head", logits, {rows, V});

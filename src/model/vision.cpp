@@ -100,15 +100,15 @@ std::vector<float> patch_merger(ThreadPool& pool, const MergerW& w, const Vision
   std::vector<float> normed(static_cast<size_t>(n * D));
   if (postshuffle) {
     // x = self.norm(x.view(-1, self.hidden_size)): LayerNorm over the concatenated 2x2 window
-    layer_norm(x, rows, M, w.norm.w.data(), w.norm.b.data(), c.layer_norm_eps, normed.data());
+    layer_norm(pool, x, rows, M, w.norm.w.data(), w.norm.b.data(), c.layer_norm_eps, normed.data());
   } else {
     // x = self.norm(x).view(-1, self.hidden_size): LayerNorm per patch, then the window concatenation
-    layer_norm(x, n, D, w.norm.w.data(), w.norm.b.data(), c.layer_norm_eps, normed.data());
+    layer_norm(pool, x, n, D, w.norm.w.data(), w.norm.b.data(), c.layer_norm_eps, normed.data());
   }
   // x = self.linear_fc2(self.act_fn(self.linear_fc1(x))), act_fn = nn.GELU() (erf)
   std::vector<float> hidden(static_cast<size_t>(rows * M));
   matmul(pool, normed.data(), rows, w.fc1.w, w.fc1.bias(), hidden.data());
-  gelu_erf(hidden.data(), rows * M);
+  gelu_erf(pool, hidden.data(), rows * M);
   std::vector<float> out(static_cast<size_t>(rows * c.out_hidden_size));
   matmul(pool, hidden.data(), rows, w.fc2.w, w.fc2.bias(), out.data());
   return out;
@@ -168,7 +168,7 @@ VisionOutput encode_images(const Model& model, ThreadPool& pool, const std::vect
   for (int layer = 0; layer < c.depth; ++layer) {
     const VisionBlockW& b = w.blocks[layer];
     // hidden_states = hidden_states + self.attn(self.norm1(hidden_states), ...)
-    layer_norm(h.data(), N, D, b.norm1.w.data(), b.norm1.b.data(), c.layer_norm_eps, normed.data());
+    layer_norm(pool, h.data(), N, D, b.norm1.w.data(), b.norm1.b.data(), c.layer_norm_eps, normed.data());
     matmul(pool, normed.data(), N, b.qkv.w, b.qkv.bias(), qkv.data());
     // query_states, key_states = apply_rotary_pos_emb_vision(q, k, cos, sin), per head
     pool.parallel_for(N, 64, [&](int, int64_t i0, int64_t i1) {
@@ -187,13 +187,13 @@ VisionOutput encode_images(const Model& model, ThreadPool& pool, const std::vect
                   &attn[static_cast<size_t>(off * D)]);
     }
     matmul(pool, attn.data(), N, b.proj.w, b.proj.bias(), tmp.data());
-    add_inplace(h.data(), tmp.data(), N * D);
+    add_inplace(pool, h.data(), tmp.data(), N * D);
     // hidden_states = hidden_states + self.mlp(self.norm2(hidden_states))
-    layer_norm(h.data(), N, D, b.norm2.w.data(), b.norm2.b.data(), c.layer_norm_eps, normed.data());
+    layer_norm(pool, h.data(), N, D, b.norm2.w.data(), b.norm2.b.data(), c.layer_norm_eps, normed.data());
     matmul(pool, normed.data(), N, b.fc1.w, b.fc1.bias(), mlp.data());
-    gelu_tanh(mlp.data(), N * c.intermediate_size);
+    gelu_tanh(pool, mlp.data(), N * c.intermediate_size);
     matmul(pool, mlp.data(), N, b.fc2.w, b.fc2.bias(), tmp.data());
-    add_inplace(h.data(), tmp.data(), N * D);
+    add_inplace(pool, h.data(), tmp.data(), N * D);
     emit("model.visual.blocks." + std::to_string(layer), h.data(), {N, D});
     // if layer_num in self.deepstack_visual_indexes: deepstack_merger_list[...](hidden_states)
     auto ds = std::find(c.deepstack_visual_indexes.begin(), c.deepstack_visual_indexes.end(), layer);
