@@ -17,6 +17,8 @@ const char kUsage[] =
     "                                                      resize and patchify an image as the model sees it\n"
     "  run         --model DIR [--image FILE ...] -p TEXT [-n N] [--temp T] [--seed S] [--dump DIR] ...\n"
     "                                                      answer a prompt about images, streamed to stdout\n"
+    "  serve       --model DIR|HUB_ID | --demo [--host H] [--port N] [--parallel N] ...\n"
+    "                                                      OpenAI/Ollama-compatible HTTP server and web page (docs/API.md)\n"
     "  bench       --model DIR [--image FILE] [-p TEXT] [-n N] [--runs R] [--json] ...\n"
     "                                                      time load, vision, prefill, first token, decode, memory\n"
     "  make-test-model --preset tiny|2b --seed N --out DIR  write a model directory with generated weights\n"
@@ -35,6 +37,7 @@ int main(int argc, char** argv) {
   if (command == "preprocess") return qvl::cli::cmd_preprocess(args);
   if (command == "run") return qvl::cli::cmd_run(args);
   if (command == "bench") return qvl::cli::cmd_bench(args);
+  if (command == "serve") return qvl::cli::cmd_serve(args);
   if (command == "make-test-model") return qvl::cli::cmd_make_test_model(args);
   std::fprintf(stderr, "qvl: unknown command '%s' (try 'qvl help')\n", command.c_str());
   return 2;

@@ -1,5 +1,5 @@
-// The web page's files, embedded in the binary. For now a placeholder page that points at the API; the
-// chat page replaces this table (same find_asset interface).
+// The web page's files embedded in the binary: for now a placeholder page pointing at the API, until the
+// chat page replaces this table behind the same find_asset interface.
 #include "server/assets.h"
 
 #include <array>

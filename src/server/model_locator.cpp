@@ -2,6 +2,7 @@
 // in the local hub cache ($HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub).
 #include "server/model_locator.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <vector>

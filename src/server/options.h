@@ -1,5 +1,5 @@
-// The settings of `qvl serve` as plain values: where to listen, how many requests run and wait, limits
-// and access rules. The CLI fills them from its flags; tests fill them directly.
+// The settings of `qvl serve` as plain values (where to listen, how many requests run and wait, limits and
+// access rules), filled by the CLI from its flags and by tests directly.
 #pragma once
 
 #include <cstddef>

@@ -6,6 +6,7 @@
 // arrives while a long one decodes waits for one prefill, not for the long one to end.
 #include "server/scheduler.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 
@@ -75,17 +76,22 @@ void Job::push_text(const std::string& text) {
   cv_.notify_all();
 }
 
-void Job::finish(JobError error, std::string message, const GenerateResult& result) {
+JobUpdate Job::prepare_finish(JobError error, std::string message, const GenerateResult& result) {
   const Clock::time_point now = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  final_.finished = true;
+  final_.started = started_;
+  final_.error = error;
+  final_.error_message = std::move(message);
+  final_.result = result;
+  final_.queue_ms = ms_between(submitted_, started_ ? started_at_ : now);
+  final_.total_ms = ms_between(submitted_, now);
+  return final_;
+}
+
+void Job::publish_finish() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    final_.finished = true;
-    final_.started = started_;
-    final_.error = error;
-    final_.error_message = std::move(message);
-    final_.result = result;
-    final_.queue_ms = ms_between(submitted_, started_ ? started_at_ : now);
-    final_.total_ms = ms_between(submitted_, now);
     finished_ = true;
   }
   cv_.notify_all();
@@ -197,6 +203,7 @@ void Scheduler::run() {
         if (static_cast<int>(active_.size()) < options_.parallel && !queue_.empty()) {
           incoming = std::move(queue_.front());
           queue_.pop_front();
+          incoming->in_slot_ = true;
         }
         busy_ = static_cast<int>(active_.size()) + (incoming ? 1 : 0);
       }
@@ -309,16 +316,17 @@ bool Scheduler::step_slot(Slot& slot, ThreadPool& pool) {
   return false;
 }
 
+// The metrics hook and the slot count hear of the end before the client does, so /metrics already counts
+// a request whose answer a client has received.
 void Scheduler::finish_job(Job& job, JobError error, std::string message, const GenerateResult& result) {
-  job.finish(error, std::move(message), result);
-  if (options_.on_finish) {
-    JobUpdate copy;
-    {
-      std::lock_guard<std::mutex> lock(job.mu_);
-      copy = job.final_;
-    }
-    options_.on_finish(copy);
+  const JobUpdate final = job.prepare_finish(error, std::move(message), result);
+  if (options_.on_finish) options_.on_finish(final);
+  if (job.in_slot_) {  // the slot is free before the client hears the end
+    job.in_slot_ = false;
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = std::max(0, busy_ - 1);
   }
+  job.publish_finish();
 }
 
 }  // namespace qvl::server

@@ -65,20 +65,23 @@ class Job {
   // Inference-thread side.
   void mark_started();
   void push_text(const std::string& text);
-  void finish(JobError error, std::string message, const GenerateResult& result);
+  // Records the end (returned) without telling the waiter yet; publish_finish() then wakes it.
+  JobUpdate prepare_finish(JobError error, std::string message, const GenerateResult& result);
+  void publish_finish();
   bool past_deadline(Clock::time_point now) const { return has_deadline_ && now >= deadline_; }
 
   InferenceRequest request_;
   Clock::time_point submitted_, started_at_;
   Clock::time_point deadline_;
   bool has_deadline_ = false;
+  bool in_slot_ = false;  // counted in the scheduler's busy slots (inference thread only)
   std::atomic<bool> cancel_{false};
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::string pending_text_;
   bool started_ = false, started_seen_ = false, finished_ = false;
-  JobUpdate final_;  // filled by finish()
+  JobUpdate final_;  // filled by prepare_finish()
 };
 
 using ModelLoader = std::function<Result<std::unique_ptr<Model>>()>;

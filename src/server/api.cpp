@@ -1,0 +1,296 @@
+// What the HTTP API files share: the context routes run in, errors in each API's shape, typed JSON field
+// reading, and running a Job to its end or streaming it while watching the client.
+#include "server/api.h"
+
+#include <cmath>
+#include <random>
+
+namespace qvl::server {
+
+namespace {
+
+std::string field(const std::string& where, const char* key) { return where.empty() ? key : where + "." + key; }
+
+const json* find(const json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+Status wrong_type(const std::string& name, const char* expected, const json& got) {
+  return Status::Error(name + ": expected " + expected + ", got " + std::string(got.type_name()) +
+                       (got.is_primitive() ? " " + dump_json(got).substr(0, 40) : ""));
+}
+
+const char* openai_type(int status) {
+  if (status == 401) return "authentication_error";
+  if (status == 403) return "permission_error";
+  if (status < 500) return "invalid_request_error";
+  return "server_error";
+}
+
+}  // namespace
+
+ApiFamily family_of(std::string_view path) {
+  if (path == "/v1/vision/completion" || path == "/chat") return ApiFamily::kLegacy;
+  if (path.substr(0, 4) == "/v1/" || path == "/v1") return ApiFamily::kOpenAI;
+  if (path.substr(0, 5) == "/api/") return ApiFamily::kOllama;
+  return ApiFamily::kPlain;
+}
+
+std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(dump_json(body), "application/json");
+}
+
+json openai_error_body(const ApiError& e) {
+  json err;
+  err["message"] = e.message;
+  err["type"] = openai_type(e.status);
+  err["param"] = e.param.empty() ? json(nullptr) : json(e.param);
+  err["code"] = e.code.empty() ? json(nullptr) : json(e.code);
+  return json{{"error", err}};
+}
+
+void send_error(httplib::Response& res, ApiFamily family, const ApiError& e) {
+  if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
+  if (e.status == 401) res.set_header("WWW-Authenticate", "Bearer");
+  if (family == ApiFamily::kOpenAI) return send_json(res, e.status, openai_error_body(e));
+  send_json(res, e.status, json{{"error", e.message}});
+}
+
+Result<json> parse_json_body(const httplib::Request& req) {
+  if (req.body.empty()) return Status::Error("the request body is empty; expected a JSON object");
+  try {
+    json j = json::parse(req.body);
+    if (!j.is_object()) return Status::Error(std::string("the request body must be a JSON object, got ") + j.type_name());
+    return j;
+  } catch (const json::parse_error& e) {
+    // e.what(): "[json.exception.parse_error.101] parse error at line 1, column 2: syntax error ..."
+    std::string what = e.what();
+    const size_t at = what.find("parse error");
+    return Status::Error("the request body is not valid JSON: " + (at == std::string::npos ? what : what.substr(at)));
+  }
+}
+
+Status read_bool(const json& obj, const char* key, bool& out, const std::string& where) {
+  const json* v = find(obj, key);
+  if (!v) return Status::Ok();
+  if (!v->is_boolean()) return wrong_type(field(where, key), "true or false", *v);
+  out = v->get<bool>();
+  return Status::Ok();
+}
+
+Status read_float(const json& obj, const char* key, float& out, const std::string& where) {
+  const json* v = find(obj, key);
+  if (!v) return Status::Ok();
+  if (!v->is_number()) return wrong_type(field(where, key), "a number", *v);
+  out = v->get<float>();
+  return Status::Ok();
+}
+
+Status read_int(const json& obj, const char* key, int64_t& out, const std::string& where) {
+  const json* v = find(obj, key);
+  if (!v) return Status::Ok();
+  if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (!(std::fabs(d) < 9.2e18) || d != std::trunc(d)) return wrong_type(field(where, key), "an integer", *v);
+    out = static_cast<int64_t>(d);
+    return Status::Ok();
+  }
+  if (v->is_number_unsigned()) {
+    out = static_cast<int64_t>(v->get<uint64_t>());  // seeds may use the full 64 bits
+    return Status::Ok();
+  }
+  if (!v->is_number_integer()) return wrong_type(field(where, key), "an integer", *v);
+  out = v->get<int64_t>();
+  return Status::Ok();
+}
+
+Status read_string(const json& obj, const char* key, std::string& out, const std::string& where) {
+  const json* v = find(obj, key);
+  if (!v) return Status::Ok();
+  if (!v->is_string()) return wrong_type(field(where, key), "a string", *v);
+  out = v->get<std::string>();
+  return Status::Ok();
+}
+
+Status read_stop(const json& obj, const char* key, std::vector<std::string>& out, const std::string& where) {
+  const json* v = find(obj, key);
+  if (!v) return Status::Ok();
+  out.clear();
+  if (v->is_string()) {
+    out.push_back(v->get<std::string>());
+    return Status::Ok();
+  }
+  if (!v->is_array()) return wrong_type(field(where, key), "a string or a list of strings", *v);
+  if (v->size() > 16) return Status::Error(field(where, key) + ": at most 16 stop strings, got " + std::to_string(v->size()));
+  for (size_t i = 0; i < v->size(); ++i) {
+    if (!(*v)[i].is_string()) return wrong_type(field(where, key) + "[" + std::to_string(i) + "]", "a string", (*v)[i]);
+    out.push_back((*v)[i].get<std::string>());
+  }
+  return Status::Ok();
+}
+
+Status read_max_tokens(const json& obj, const char* key, int& out, const std::string& where, bool allow_zero) {
+  int64_t n = out;
+  QVL_RETURN_IF_ERROR(read_int(obj, key, n, where));
+  const int64_t lo = allow_zero ? 0 : 1;
+  if (n < lo || n > (1 << 20)) {
+    return Status::Error(field(where, key) + ": must be in [" + std::to_string(lo) + ", 1048576], got " + std::to_string(n));
+  }
+  out = static_cast<int>(n);
+  return Status::Ok();
+}
+
+uint64_t random_seed() {
+  static thread_local std::mt19937_64 gen{std::random_device{}()};
+  return gen();
+}
+
+std::optional<ApiError> check_ready(const ApiContext& ctx) {
+  switch (ctx.scheduler.state()) {
+    case LoadState::kReady: return std::nullopt;
+    case LoadState::kLoading: return submit_error(SubmitError::kLoading, ctx);
+    case LoadState::kFailed: return submit_error(SubmitError::kLoadFailed, ctx);
+  }
+  return std::nullopt;
+}
+
+ApiError submit_error(SubmitError e, const ApiContext& ctx) {
+  switch (e) {
+    case SubmitError::kLoading:
+      return {503, "the model is still loading; retry in a few seconds (GET /health says when it is ready)", "loading", "", 5};
+    case SubmitError::kLoadFailed:
+      return {500, "the model failed to load: " + ctx.scheduler.load_error(), "model_load_failed"};
+    case SubmitError::kQueueFull:
+      return {503,
+              "the server is busy: " + std::to_string(ctx.scheduler.busy_slots()) + " requests running and " +
+                  std::to_string(ctx.scheduler.queue_depth()) + " waiting (--parallel " +
+                  std::to_string(ctx.options.parallel) + ", --queue " + std::to_string(ctx.options.queue) +
+                  "); retry later",
+              "overloaded", "", 2};
+    case SubmitError::kShuttingDown:
+      return {503, "the server is shutting down; retry on another instance or after it restarts", "shutting_down", "", 5};
+    case SubmitError::kNone: break;
+  }
+  return {500, "internal error: no submit error"};
+}
+
+ApiError job_error(const JobUpdate& u) {
+  switch (u.error) {
+    case JobError::kInvalidRequest: return {400, u.error_message};
+    case JobError::kTimeout: return {504, u.error_message, "timeout"};
+    case JobError::kShutdown: return {503, u.error_message, "shutting_down", "", 5};
+    case JobError::kCancelled: return {499, u.error_message, "cancelled"};
+    case JobError::kInternal: return {500, u.error_message, "internal_error"};
+    case JobError::kNone: break;
+  }
+  return {500, "internal error: no job error"};
+}
+
+Admitted submit_and_wait_start(ApiContext& ctx, InferenceRequest request, const ConnectionWatch& watch) {
+  Admitted a;
+  Scheduler::Submitted s = ctx.scheduler.submit(std::move(request));
+  if (s.error != SubmitError::kNone) {
+    a.error = submit_error(s.error, ctx);
+    return a;
+  }
+  a.job = std::move(s.job);
+  for (;;) {
+    JobUpdate u = a.job->wait(std::chrono::milliseconds(100));
+    if (u.finished && u.error != JobError::kNone) {
+      a.error = job_error(u);
+      return a;
+    }
+    if (u.started || u.finished) {
+      a.first = std::move(u);
+      return a;
+    }
+    if (!watch.alive()) {
+      a.job->cancel();
+      a.client_gone = true;
+      a.error = ApiError{499, "the client went away", "cancelled"};
+      return a;
+    }
+  }
+}
+
+JobUpdate wait_for_end(Admitted& admitted, const ConnectionWatch& watch, bool& client_gone) {
+  client_gone = false;
+  JobUpdate u = std::move(admitted.first);
+  while (!u.finished) {
+    u = admitted.job->wait(std::chrono::milliseconds(200));
+    if (!u.finished && !watch.alive()) {
+      admitted.job->cancel();
+      client_gone = true;
+      return u;
+    }
+  }
+  return u;
+}
+
+namespace {
+struct StreamState {
+  std::shared_ptr<Job> job;
+  ConnectionWatch watch;
+  StreamFormat format;
+  JobUpdate first;
+  bool first_sent = false;
+  bool ended = false;
+};
+}  // namespace
+
+void stream_job(httplib::Response& res, const char* content_type, Admitted admitted, ConnectionWatch watch,
+                StreamFormat format) {
+  auto st = std::make_shared<StreamState>();
+  st->job = admitted.job;
+  st->watch = watch;
+  st->format = std::move(format);
+  st->first = std::move(admitted.first);
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");  // proxies: do not hold the stream back
+  res.set_chunked_content_provider(
+      content_type,
+      [st](size_t, httplib::DataSink& sink) {
+        auto write = [&](const std::string& bytes) { return bytes.empty() || sink.write(bytes.data(), bytes.size()); };
+        JobUpdate u;
+        if (!st->first_sent) {
+          st->first_sent = true;
+          u = std::move(st->first);
+          if (!write(st->format.start)) {
+            st->job->cancel();
+            return false;
+          }
+        } else {
+          u = st->job->wait(std::chrono::milliseconds(100));
+        }
+        if (!u.text.empty() && !write(st->format.text(u.text))) {
+          st->job->cancel();
+          return false;
+        }
+        if (u.finished) {
+          st->ended = true;
+          if (u.error == JobError::kNone) {
+            write(st->format.done(u));
+          } else if (u.error != JobError::kCancelled) {
+            write(st->format.error(job_error(u)));
+          }
+          sink.done();
+          return true;
+        }
+        if (!st->watch.alive()) {
+          st->job->cancel();
+          return false;
+        }
+        return true;
+      },
+      [st](bool) {
+        if (!st->ended) st->job->cancel();  // the connection ended first
+      });
+}
+
+}  // namespace qvl::server

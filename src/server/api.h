@@ -1,0 +1,120 @@
+// What the HTTP API files share: the context routes run in, errors in each API's shape, typed JSON field
+// reading, and running a Job to its end or streaming it while watching the client.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "server/connection.h"
+#include "server/image_input.h"
+#include "server/metrics.h"
+#include "server/options.h"
+#include "server/scheduler.h"
+
+namespace qvl::server {
+
+using json = nlohmann::ordered_json;
+
+// Everything a route needs, owned by the Server and alive as long as it.
+struct ApiContext {
+  const ServerOptions& options;
+  Scheduler& scheduler;
+  Metrics& metrics;
+  ImagePolicy images;
+  int64_t started_unix = 0;  // the server's start, as the model's "created"
+  // What every request starts from: sampling from generation_config.json, the context per slot, the image
+  // size bounds. Written by the model loader before the scheduler reports kReady; read only after.
+  GenerateOptions defaults;
+};
+
+// A failure to answer, in terms every API family can shape.
+struct ApiError {
+  ApiError(int status_, std::string message_, std::string code_ = "", std::string param_ = "", int retry_after = 0)
+      : status(status_), message(std::move(message_)), code(std::move(code_)), param(std::move(param_)),
+        retry_after_s(retry_after) {}
+  int status;
+  std::string message;
+  std::string code;       // OpenAI "code" (e.g. "invalid_api_key"); empty: null
+  std::string param;      // OpenAI "param"; empty: null
+  int retry_after_s;      // > 0: a Retry-After header
+};
+
+enum class ApiFamily { kOpenAI, kOllama, kLegacy, kPlain };
+ApiFamily family_of(std::string_view path);
+
+// The error body each family's clients parse: OpenAI {"error": {"message", "type", "param", "code"}}, the
+// others {"error": "message"}.
+void send_error(httplib::Response& res, ApiFamily family, const ApiError& error);
+json openai_error_body(const ApiError& error);
+
+// JSON text, with invalid UTF-8 (which a client may send and we may echo) replaced rather than thrown on.
+std::string dump_json(const json& j);
+void send_json(httplib::Response& res, int status, const json& body);
+
+// The request body as JSON; the error says where the JSON breaks.
+Result<json> parse_json_body(const httplib::Request& req);
+
+// Typed optional fields of a JSON object: absent or null leaves `out` as it is; a value of the wrong type
+// is an error naming `where`.`key`. Numbers given as integers are accepted for floats.
+Status read_bool(const json& obj, const char* key, bool& out, const std::string& where = "");
+Status read_float(const json& obj, const char* key, float& out, const std::string& where = "");
+Status read_int(const json& obj, const char* key, int64_t& out, const std::string& where = "");
+Status read_string(const json& obj, const char* key, std::string& out, const std::string& where = "");
+// "stop": a string or a list of strings.
+Status read_stop(const json& obj, const char* key, std::vector<std::string>& out, const std::string& where = "");
+// A token limit in [1, 2^20] (0 allowed when allow_zero).
+Status read_max_tokens(const json& obj, const char* key, int& out, const std::string& where = "", bool allow_zero = false);
+
+// A seed for requests that do not give one, so that sampling differs between requests as clients expect.
+uint64_t random_seed();
+
+// The model is ready to take requests, or the error to answer (503 while loading).
+std::optional<ApiError> check_ready(const ApiContext& ctx);
+
+// Why a submit or a job failed, as an HTTP error.
+ApiError submit_error(SubmitError e, const ApiContext& ctx);
+ApiError job_error(const JobUpdate& u);
+
+// A job that has started (its prompt was read) or failed before that. `first` holds the first update,
+// which may already carry text or the end.
+struct Admitted {
+  std::shared_ptr<Job> job;
+  JobUpdate first;
+  std::optional<ApiError> error;
+  bool client_gone = false;
+};
+
+// Submits the request and waits, checking the client every 100 ms, until the model has read the prompt.
+// So a request the engine refuses (a prompt over the context) gets a 4xx even when it asked to stream.
+Admitted submit_and_wait_start(ApiContext& ctx, InferenceRequest request, const ConnectionWatch& watch);
+
+// Waits for the end of an admitted job; a client that goes away cancels it (client_gone is then set).
+JobUpdate wait_for_end(Admitted& admitted, const ConnectionWatch& watch, bool& client_gone);
+
+// How a family writes a stream: bytes to send first, for each text piece, at the end, and for an error
+// that ends the stream (a timeout while streaming).
+struct StreamFormat {
+  std::string start;
+  std::function<std::string(std::string_view text)> text;
+  std::function<std::string(const JobUpdate& end)> done;
+  std::function<std::string(const ApiError& error)> error;
+};
+
+// Answers with a chunked response that streams the admitted job. A client that goes away (failed write,
+// closed socket) cancels the job at once.
+void stream_job(httplib::Response& res, const char* content_type, Admitted admitted, ConnectionWatch watch,
+                StreamFormat format);
+
+// Route tables, one per API family.
+void add_openai_routes(httplib::Server& http, ApiContext& ctx);
+void add_ollama_routes(httplib::Server& http, ApiContext& ctx);
+void add_legacy_routes(httplib::Server& http, ApiContext& ctx);
+
+}  // namespace qvl::server

@@ -1,0 +1,106 @@
+// The endpoints of the deployments qvl replaces, kept byte-compatible for their clients:
+// POST /v1/vision/completion (multipart image + prompt -> {"result"}) and POST /chat (JSON image + question ->
+// an SSE stream of {"delta"} events ending with [DONE]).
+#include "server/api.h"
+
+namespace qvl::server {
+
+namespace {
+
+constexpr const char* kDefaultPrompt = "请描述这张图片";  // "Describe this picture"
+
+InferenceRequest one_turn(const ApiContext& ctx, std::string prompt, std::vector<ImageRGB> images) {
+  InferenceRequest ir;
+  ChatMessage user;
+  user.role = "user";
+  user.content_is_string = false;
+  for (size_t k = 0; k < images.size(); ++k) user.content_parts.push_back({ContentPart::Kind::kImage, ""});
+  user.content_parts.push_back({ContentPart::Kind::kText, std::move(prompt)});
+  ir.messages.push_back(std::move(user));
+  ir.images = std::move(images);
+  ir.options = ctx.defaults;
+  ir.options.sampling.seed = random_seed();
+  ir.timeout_s = ctx.options.timeout_s;
+  return ir;
+}
+
+Status parse_form_max_tokens(const std::string& text, int& out) {
+  json j;
+  try {
+    j = json{{"max_tokens", json::parse(text)}};
+  } catch (const json::exception&) {
+    return Status::Error("max_tokens: expected an integer, got '" + text.substr(0, 40) + "'");
+  }
+  return read_max_tokens(j, "max_tokens", out);
+}
+
+// POST /v1/vision/completion: multipart/form-data with an "image" file and an optional "prompt".
+void vision_completion(ApiContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  auto fail = [&](const ApiError& e) { send_error(res, ApiFamily::kLegacy, e); };
+  if (auto e = check_ready(ctx)) return fail(*e);
+  if (!req.is_multipart_form_data()) {
+    return fail({400, "expected multipart/form-data with an 'image' file field and an optional 'prompt' field, e.g. "
+                      "curl -F image=@photo.jpg -F prompt=..."});
+  }
+  if (!req.has_file("image")) return fail({400, "the form has no 'image' field; attach the picture as image=@FILE"});
+  const std::string& bytes = req.get_file_value("image").content;
+  if (bytes.empty()) return fail({400, "the 'image' field is empty"});
+  std::string prompt = req.has_file("prompt") ? req.get_file_value("prompt").content : "";
+  if (prompt.empty()) prompt = kDefaultPrompt;
+  auto img = decode_request_image(bytes, ctx.images, "image");
+  if (!img.ok()) return fail({400, img.status().message()});
+  std::vector<ImageRGB> images;
+  images.push_back(std::move(img).value());
+  InferenceRequest ir = one_turn(ctx, std::move(prompt), std::move(images));
+  if (req.has_file("max_tokens")) {
+    if (Status s = parse_form_max_tokens(req.get_file_value("max_tokens").content, ir.options.max_tokens); !s.ok()) {
+      return fail({400, s.message()});
+    }
+  }
+  ConnectionWatch watch(req.remote_addr, req.remote_port, req.local_port);
+  Admitted a = submit_and_wait_start(ctx, std::move(ir), watch);
+  if (a.error) return fail(*a.error);
+  bool gone = false;
+  JobUpdate end = wait_for_end(a, watch, gone);
+  if (gone) return fail({499, "the client went away"});
+  if (end.error != JobError::kNone) return fail(job_error(end));
+  send_json(res, 200, json{{"result", end.result.text}});
+}
+
+// POST /chat: {"image": base64 or data URI (optional), "question": "..."}, answered as text/event-stream.
+void chat(ApiContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  auto fail = [&](const ApiError& e) { send_error(res, ApiFamily::kLegacy, e); };
+  if (auto e = check_ready(ctx)) return fail(*e);
+  auto body = parse_json_body(req);
+  if (!body.ok()) return fail({400, body.status().message()});
+  std::string question, image;
+  if (Status s = read_string(*body, "question", question); !s.ok()) return fail({400, s.message()});
+  if (Status s = read_string(*body, "image", image); !s.ok()) return fail({400, s.message()});
+  if (question.empty()) return fail({400, "question: missing or empty; expected {\"image\": \"<base64>\", \"question\": \"...\"}"});
+  std::vector<ImageRGB> images;
+  if (!image.empty()) {
+    auto img = load_request_image(image, ctx.images, "image");
+    if (!img.ok()) return fail({400, img.status().message()});
+    images.push_back(std::move(img).value());
+  }
+  InferenceRequest ir = one_turn(ctx, std::move(question), std::move(images));
+  if (Status s = read_max_tokens(*body, "max_tokens", ir.options.max_tokens); !s.ok()) return fail({400, s.message()});
+  ConnectionWatch watch(req.remote_addr, req.remote_port, req.local_port);
+  Admitted a = submit_and_wait_start(ctx, std::move(ir), watch);
+  if (a.error) return fail(*a.error);
+  StreamFormat f;
+  f.text = [](std::string_view text) { return "data: " + dump_json(json{{"delta", std::string(text)}}) + "\n\n"; };
+  f.done = [](const JobUpdate&) { return std::string("data: [DONE]\n\n"); };
+  f.error = [](const ApiError& e) { return "data: " + dump_json(json{{"error", e.message}}) + "\n\ndata: [DONE]\n\n"; };
+  stream_job(res, "text/event-stream", std::move(a), watch, std::move(f));
+}
+
+}  // namespace
+
+void add_legacy_routes(httplib::Server& http, ApiContext& ctx) {
+  http.Post("/v1/vision/completion",
+            [&ctx](const httplib::Request& req, httplib::Response& res) { vision_completion(ctx, req, res); });
+  http.Post("/chat", [&ctx](const httplib::Request& req, httplib::Response& res) { chat(ctx, req, res); });
+}
+
+}  // namespace qvl::server

@@ -1,0 +1,43 @@
+// The HTTP server of `qvl serve`: the API routes, access control (API keys, CORS, body limit), /health,
+// /metrics and the page, in front of one Scheduler that loads and owns the model.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "server/options.h"
+#include "server/scheduler.h"
+#include "util/status.h"
+
+namespace qvl::server {
+
+class Server {
+ public:
+  // `load` runs on the inference thread once start() is called; /health answers 503 "loading" until it
+  // returns.
+  Server(ServerOptions options, ModelLoader load);
+  ~Server();  // shutdown(0)
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds host:port (port 0: any free port), starts answering HTTP at once and starts loading the model in
+  // the background. Errors: the address cannot be bound, --image-dir is not a directory.
+  Status start();
+  int port() const;
+
+  LoadState load_state() const;
+  std::string load_error() const;
+  int queue_depth() const;
+  int busy_slots() const;
+
+  // Graceful stop, idempotent: new requests get 503 and /health says "shutting_down"; running and queued
+  // requests get up to grace_s seconds to finish, then are cancelled (streams end with an error event);
+  // then the HTTP server closes and the inference thread ends.
+  void shutdown(double grace_s);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace qvl::server

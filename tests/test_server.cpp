@@ -1,0 +1,287 @@
+// Every endpoint of `qvl serve` through a plain HTTP client against an in-process server running the tiny
+// model: OpenAI, Ollama and the legacy endpoints, streaming and not, plus health, models, metrics and page.
+#include "test_server_fixture.h"
+
+namespace qvl::test {
+namespace {
+
+using ServerApi = ServerTest;
+
+TEST_F(ServerApi, HealthModelsPageAndVersion) {
+  start();
+  Reply h = get("/health");
+  ASSERT_EQ(h.status, 200) << h.body;
+  EXPECT_EQ(h.json_body()["status"], "ok");
+  EXPECT_EQ(h.json_body()["mode"], "cpu");
+
+  Reply page = get("/");
+  EXPECT_EQ(page.status, 200);
+  EXPECT_NE(page.body.find("<html"), std::string::npos);
+
+  Reply models = get("/v1/models");
+  ASSERT_EQ(models.status, 200) << models.body;
+  json m = models.json_body();
+  EXPECT_EQ(m["object"], "list");
+  ASSERT_EQ(m["data"].size(), 1u);
+  EXPECT_EQ(m["data"][0]["id"], "tiny");
+  EXPECT_EQ(m["data"][0]["object"], "model");
+  EXPECT_TRUE(m["data"][0]["created"].is_number());
+  EXPECT_EQ(m["data"][0]["input_modalities"], json::array({"text", "image"}));
+  EXPECT_EQ(get("/v1/models/tiny").status, 200);
+  EXPECT_EQ(get("/v1/models/other").status, 404);
+
+  Reply tags = get("/api/tags");
+  ASSERT_EQ(tags.status, 200);
+  EXPECT_EQ(tags.json_body()["models"][0]["name"], "tiny");
+  EXPECT_TRUE(tags.json_body()["models"][0]["details"].is_object());
+  EXPECT_TRUE(get("/api/version").json_body()["version"].is_string());
+  Reply show = post("/api/show", json{{"model", "tiny"}});
+  ASSERT_EQ(show.status, 200);
+  EXPECT_TRUE(show.json_body()["model_info"].is_object());
+  EXPECT_EQ(show.json_body()["capabilities"], json::array({"completion", "vision"}));
+  EXPECT_EQ(get("/api/ps").json_body()["models"].size(), 1u);
+}
+
+TEST_F(ServerApi, OpenAIChatCompletion) {
+  start();
+  Reply r = post("/v1/chat/completions", chat_body("Say hello.", 8));
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = r.json_body();
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["model"], "tiny");
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  EXPECT_TRUE(j["choices"][0]["message"]["content"].is_string());
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");  // random weights rarely say <|im_end|>
+  EXPECT_EQ(j["usage"]["completion_tokens"], 8);
+  EXPECT_GT(j["usage"]["prompt_tokens"].get<int>(), 5);
+  EXPECT_EQ(j["usage"]["total_tokens"], j["usage"]["prompt_tokens"].get<int>() + 8);
+  for (const char* k : {"prompt_ms", "image_ms", "predicted_ms", "ttft_ms", "predicted_per_second"}) {
+    EXPECT_TRUE(j["timings"][k].is_number()) << k;
+  }
+  // max_completion_tokens wins over max_tokens, as in OpenAI's API.
+  json body = chat_body("Say hello.", 8);
+  body["max_completion_tokens"] = 3;
+  EXPECT_EQ(post("/v1/chat/completions", body).json_body()["usage"]["completion_tokens"], 3);
+}
+
+TEST_F(ServerApi, OpenAIImagesAcrossTurns) {
+  start();
+  json text_only = chat_body("What is in the pictures?", 4);
+  const int text_prompt = post("/v1/chat/completions", text_only).json_body()["usage"]["prompt_tokens"];
+
+  json messages = json::array();
+  messages.push_back(json{{"role", "user"},
+                          {"content", json::array({json{{"type", "image_url"},
+                                                        {"image_url", json{{"url", data_uri("png_rgba8_33x17.png")}}}},
+                                                   json{{"type", "text"}, {"text", "Describe it."}}})}});
+  messages.push_back(json{{"role", "assistant"}, {"content", "A small picture."}});
+  messages.push_back(json{{"role", "user"},
+                          {"content", json::array({json{{"type", "image_url"},
+                                                        {"image_url", image_base64("jpeg_420_31x33.jpg")}},
+                                                   json{{"type", "image_url"},
+                                                        {"image_url", json{{"url", data_uri("png_rgb8_1x1.png")}}}},
+                                                   json{{"type", "text"}, {"text", "And these?"}}})}});
+  json body{{"messages", messages}, {"max_tokens", 4}, {"temperature", 0}};
+  Reply r = post("/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = r.json_body();
+  EXPECT_GT(j["usage"]["prompt_tokens"].get<int>(), text_prompt + 3 * 16);
+  EXPECT_GT(j["timings"]["image_tokens"].get<int>(), 0);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 4);
+}
+
+TEST_F(ServerApi, OpenAIStreamingMatchesNonStreaming) {
+  start();
+  const std::string whole = post("/v1/chat/completions", chat_body("Count to ten.", 12))
+                                .json_body()["choices"][0]["message"]["content"];
+  json body = chat_body("Count to ten.", 12, /*stream=*/true);
+  body["stream_options"] = json{{"include_usage", true}};
+  Reply r = post_stream("/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.headers.find("Content-Type")->second.find("text/event-stream"), std::string::npos);
+  std::vector<std::string> events = sse_events(r.body);
+  ASSERT_GE(events.size(), 4u) << r.body;
+  EXPECT_EQ(events.back(), "[DONE]");
+  json first = json::parse(events[0]);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  std::string text;
+  json finish, usage;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    json e = json::parse(events[i]);
+    if (!e["choices"].empty()) {
+      const json& c = e["choices"][0];
+      if (c["delta"].contains("content")) text += c["delta"]["content"].get<std::string>();
+      if (!c["finish_reason"].is_null()) finish = e;
+    }
+    if (e["usage"].is_object()) usage = e;
+  }
+  EXPECT_EQ(text, whole);
+  ASSERT_TRUE(finish.is_object());
+  EXPECT_EQ(finish["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(finish["timings"]["ttft_ms"].is_number());
+  ASSERT_TRUE(usage.is_object()) << r.body;
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 12);
+}
+
+TEST_F(ServerApi, OpenAIStopStringsAndSampling) {
+  start();
+  const std::string whole = post("/v1/chat/completions", chat_body("Tell a story.", 24))
+                                .json_body()["choices"][0]["message"]["content"];
+  ASSERT_GT(whole.size(), 12u);
+  // A stop string taken from the middle of the greedy answer (on UTF-8 character boundaries) cuts the answer
+  // right before its first match.
+  auto boundary = [&](size_t i) {
+    while (i < whole.size() && (static_cast<unsigned char>(whole[i]) & 0xC0) == 0x80) ++i;
+    return i;
+  };
+  const size_t from = boundary(whole.size() / 2), to = boundary(from + 3);
+  ASSERT_LT(from, to);
+  const std::string stop = whole.substr(from, to - from);
+  json body = chat_body("Tell a story.", 24);
+  body["stop"] = json::array({stop, "never-appears"});
+  json j = post("/v1/chat/completions", body).json_body();
+  EXPECT_EQ(j["choices"][0]["message"]["content"], whole.substr(0, whole.find(stop)));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+
+  // Seeded sampling repeats itself.
+  json s = chat_body("Tell a story.", 10);
+  s["temperature"] = 1.0;
+  s["top_p"] = 0.9;
+  s["top_k"] = 40;
+  s["min_p"] = 0.01;
+  s["presence_penalty"] = 0.5;
+  s["frequency_penalty"] = 0.2;
+  s["repetition_penalty"] = 1.1;
+  s["seed"] = 1234;
+  Reply a = post("/v1/chat/completions", s), b = post("/v1/chat/completions", s);
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(a.json_body()["choices"][0]["message"]["content"], b.json_body()["choices"][0]["message"]["content"]);
+}
+
+TEST_F(ServerApi, OllamaChat) {
+  start();
+  json body{{"model", "tiny"},
+            {"messages", json::array({json{{"role", "user"},
+                                           {"content", "What is this?"},
+                                           {"images", json::array({image_base64("png_rgba8_33x17.png")})}}})},
+            {"options", json{{"num_predict", 6}, {"temperature", 0}, {"seed", 3}, {"top_k", 10}}},
+            {"stream", false}};
+  Reply r = post("/api/chat", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = r.json_body();
+  EXPECT_EQ(j["model"], "tiny");
+  EXPECT_EQ(j["message"]["role"], "assistant");
+  EXPECT_TRUE(j["done"].get<bool>());
+  EXPECT_EQ(j["done_reason"], "length");
+  EXPECT_EQ(j["eval_count"], 6);
+  EXPECT_GT(j["prompt_eval_count"].get<int>(), 16);
+  EXPECT_GT(j["total_duration"].get<int64_t>(), 0);
+  EXPECT_GT(j["eval_duration"].get<int64_t>(), 0);
+  EXPECT_TRUE(j["created_at"].is_string());
+
+  body["stream"] = true;  // and the default: streams
+  Reply s = post_stream("/api/chat", body);
+  ASSERT_EQ(s.status, 200) << s.body;
+  std::vector<json> lines = ndjson_lines(s.body);
+  ASSERT_GE(lines.size(), 2u);
+  std::string text;
+  for (size_t i = 0; i + 1 < lines.size(); ++i) {
+    EXPECT_FALSE(lines[i]["done"].get<bool>());
+    text += lines[i]["message"]["content"].get<std::string>();
+  }
+  EXPECT_TRUE(lines.back()["done"].get<bool>());
+  EXPECT_EQ(lines.back()["eval_count"], 6);
+  EXPECT_EQ(text, j["message"]["content"]);
+
+  // No messages: Ollama's "load the model" call.
+  Reply load = post("/api/chat", json{{"model", "tiny"}});
+  ASSERT_EQ(load.status, 200) << load.body;
+  EXPECT_EQ(load.json_body()["done_reason"], "load");
+}
+
+TEST_F(ServerApi, OllamaGenerate) {
+  start();
+  json body{{"model", "tiny"},
+            {"prompt", "Describe the image."},
+            {"system", "You are terse."},
+            {"images", json::array({image_base64("jpeg_420_31x33.jpg")})},
+            {"options", json{{"num_predict", 5}, {"temperature", 0}}}};
+  Reply s = post_stream("/api/generate", body);
+  ASSERT_EQ(s.status, 200) << s.body;
+  EXPECT_NE(s.headers.find("Content-Type")->second.find("application/x-ndjson"), std::string::npos);
+  std::vector<json> lines = ndjson_lines(s.body);
+  ASSERT_GE(lines.size(), 2u);
+  std::string text;
+  for (const json& l : lines) text += l["response"].get<std::string>();
+  EXPECT_TRUE(lines.back()["done"].get<bool>());
+  EXPECT_EQ(lines.back()["eval_count"], 5);
+
+  body["stream"] = false;
+  Reply r = post("/api/generate", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json_body()["response"], text);
+}
+
+TEST_F(ServerApi, LegacyVisionCompletion) {
+  start();
+  auto bytes = read_file_bytes(data_dir() + "/images/png_rgba8_33x17.png");
+  ASSERT_TRUE(bytes.ok());
+  httplib::MultipartFormDataItems form{
+      {"image", std::string(bytes->begin(), bytes->end()), "photo.png", "image/png"},
+      {"max_tokens", "4", "", ""},
+  };
+  auto r = client()->Post("/v1/vision/completion", form);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = json::parse(r->body);
+  EXPECT_TRUE(j["result"].is_string());
+  EXPECT_FALSE(j.contains("error"));
+
+  httplib::MultipartFormDataItems no_image{{"prompt", "hi", "", ""}};
+  auto bad = client()->Post("/v1/vision/completion", no_image);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_TRUE(json::parse(bad->body)["error"].is_string());
+}
+
+TEST_F(ServerApi, LegacyChatStream) {
+  start();
+  Reply r = post_stream("/chat", json{{"image", data_uri("png_rgba8_33x17.png")}, {"question", "What?"}, {"max_tokens", 5}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::vector<std::string> events = sse_events(r.body);
+  ASSERT_GE(events.size(), 2u) << r.body;
+  EXPECT_EQ(events.back(), "[DONE]");
+  for (size_t i = 0; i + 1 < events.size(); ++i) EXPECT_TRUE(json::parse(events[i])["delta"].is_string());
+
+  Reply bad = post("/chat", json{{"image", image_base64("png_rgba8_33x17.png")}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.json_body()["error"].get<std::string>().find("question"), std::string::npos);
+}
+
+TEST_F(ServerApi, MetricsCountersMove) {
+  start();
+  Reply before = get("/metrics");
+  ASSERT_EQ(before.status, 200);
+  EXPECT_NE(before.body.find("# TYPE qvl_requests_total counter"), std::string::npos);
+  EXPECT_NE(before.body.find("qvl_generated_tokens_total 0"), std::string::npos);
+  ASSERT_EQ(post("/v1/chat/completions", chat_body("hi", 7)).status, 200);
+  ASSERT_EQ(post("/v1/chat/completions", json{{"messages", 3}}).status, 400);
+  // A request is counted once its answer is written, a moment after the client has it.
+  const std::string ok_line = "qvl_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"} 1";
+  const std::string bad_line = "qvl_requests_total{endpoint=\"/v1/chat/completions\",status=\"400\"} 1";
+  Reply after;
+  EXPECT_TRUE(wait_for([&] {
+    after = get("/metrics");
+    return after.body.find(ok_line) != std::string::npos && after.body.find(bad_line) != std::string::npos;
+  }, 5)) << after.body;
+  EXPECT_NE(after.body.find("qvl_generated_tokens_total 7"), std::string::npos);
+  EXPECT_NE(after.body.find("qvl_time_to_first_token_seconds_count 1"), std::string::npos);
+  EXPECT_NE(after.body.find("qvl_request_duration_seconds_count 1"), std::string::npos);
+  EXPECT_NE(after.body.find("qvl_busy_slots 0"), std::string::npos);
+  EXPECT_NE(after.body.find("qvl_queue_depth 0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace qvl::test

@@ -1,0 +1,254 @@
+// Requests `qvl serve` must refuse with a clear 4xx in each API's error shape while it keeps serving: bad
+// JSON, missing fields, bad or unsupported images, oversize bodies, prompts over the context, API keys, CORS
+// and local image paths outside --image-dir; plus the model locator and the base64 decoder.
+#include "server/model_locator.h"
+#include "test_server_fixture.h"
+
+namespace qvl::test {
+namespace {
+
+namespace fs = std::filesystem;
+using ServerErrors = ServerTest;
+
+std::string openai_message(const Reply& r) { return r.json_body()["error"]["message"].get<std::string>(); }
+
+json image_body(const std::string& ref) {
+  return json{{"messages", json::array({json{{"role", "user"},
+                                             {"content", json::array({json{{"type", "image_url"},
+                                                                           {"image_url", json{{"url", ref}}}},
+                                                                      json{{"type", "text"}, {"text", "What?"}}})}}})},
+              {"max_tokens", 2}};
+}
+
+TEST_F(ServerErrors, BadRequestsGetClearMessagesAndTheServerKeepsServing) {
+  start();
+  Reply r = post("/v1/chat/completions", std::string("{\"messages\": [}"));
+  ASSERT_EQ(r.status, 400);
+  json e = r.json_body()["error"];
+  EXPECT_EQ(e["type"], "invalid_request_error");
+  EXPECT_NE(e["message"].get<std::string>().find("not valid JSON"), std::string::npos);
+  EXPECT_TRUE(e.contains("param") && e.contains("code"));
+
+  EXPECT_NE(openai_message(post("/v1/chat/completions", json{{"model", "x"}})).find("messages"), std::string::npos);
+  json hot = chat_body("hi", 2);
+  hot["temperature"] = "hot";
+  EXPECT_NE(openai_message(post("/v1/chat/completions", hot)).find("temperature"), std::string::npos);
+  json neg = chat_body("hi", 2);
+  neg["top_p"] = 1.5;
+  EXPECT_EQ(post("/v1/chat/completions", neg).status, 400);
+  json n2 = chat_body("hi", 2);
+  n2["n"] = 2;
+  EXPECT_EQ(post("/v1/chat/completions", n2).status, 400);
+  json role = chat_body("hi", 2);
+  role["messages"][0]["role"] = "wizard";
+  EXPECT_NE(openai_message(post("/v1/chat/completions", role)).find("role"), std::string::npos);
+  json video{{"messages", json::array({json{{"role", "user"}, {"content", json::array({json{{"type", "video"}, {"video", "x.mp4"}}})}}})}};
+  EXPECT_NE(openai_message(post("/v1/chat/completions", video)).find("video"), std::string::npos);
+
+  // Ollama's shape: {"error": "..."}.
+  Reply o = post("/api/chat", std::string("not json"));
+  ASSERT_EQ(o.status, 400);
+  EXPECT_TRUE(o.json_body()["error"].is_string());
+  Reply opt = post("/api/generate", json{{"prompt", "hi"}, {"options", json{{"num_predict", "many"}}}});
+  EXPECT_EQ(opt.status, 400);
+  EXPECT_NE(opt.json_body()["error"].get<std::string>().find("num_predict"), std::string::npos);
+  EXPECT_EQ(post("/api/chat", json{{"messages", json::array({json{{"role", "user"}, {"content", "x"}}})},
+                                   {"format", "json"}}).status, 400);
+
+  // Unknown endpoints and wrong methods.
+  Reply nf = post("/v1/nothing", json::object());
+  EXPECT_EQ(nf.status, 404);
+  EXPECT_TRUE(nf.json_body()["error"]["message"].is_string());
+  EXPECT_EQ(get("/v1/chat/completions").status, 405);
+  EXPECT_EQ(get("/api/nothing").status, 404);
+
+  ASSERT_EQ(post("/v1/chat/completions", chat_body("still there?", 2)).status, 200);
+}
+
+TEST_F(ServerErrors, BadImages) {
+  start();
+  Reply url = post("/v1/chat/completions", image_body("https://example.com/cat.jpg"));
+  ASSERT_EQ(url.status, 400);
+  EXPECT_NE(openai_message(url).find("not fetched"), std::string::npos);
+
+  // PNG signature, then garbage.
+  std::string png = "\x89PNG\r\n\x1a\n";
+  png += std::string(300, 'x');
+  Reply corrupt = post("/v1/chat/completions",
+                       image_body("data:image/png;base64," +
+                                  server::base64_encode(reinterpret_cast<const uint8_t*>(png.data()), png.size())));
+  ASSERT_EQ(corrupt.status, 400);
+  EXPECT_NE(openai_message(corrupt).find("PNG"), std::string::npos) << corrupt.body;
+
+  auto text = read_file_bytes(data_dir() + "/images/bad/text.txt");
+  ASSERT_TRUE(text.ok());
+  std::string junk(text->begin(), text->end());
+  while (junk.size() < 400) junk += junk;
+  Reply unknown = post("/v1/chat/completions",
+                       image_body(server::base64_encode(reinterpret_cast<const uint8_t*>(junk.data()), junk.size())));
+  EXPECT_EQ(unknown.status, 400);
+
+  Reply trunc = post("/v1/chat/completions", image_body(data_uri("bad/truncated.jpg", "image/jpeg")));
+  EXPECT_EQ(trunc.status, 400);
+  Reply not_b64 = post("/v1/chat/completions", image_body("data:image/png;base64,@@@@"));
+  EXPECT_EQ(not_b64.status, 400);
+  Reply path = post("/v1/chat/completions", image_body("/etc/passwd"));
+  ASSERT_EQ(path.status, 400);
+  EXPECT_NE(openai_message(path).find("--image-dir"), std::string::npos);
+
+  Reply ollama = post("/api/chat", json{{"messages", json::array({json{{"role", "user"},
+                                                                       {"content", "x"},
+                                                                       {"images", json::array({"AAAA"})}}})}});
+  EXPECT_EQ(ollama.status, 400);
+  ASSERT_EQ(post("/v1/chat/completions", image_body(data_uri("png_rgb8_1x1.png"))).status, 200);
+}
+
+TEST_F(ServerErrors, OversizeBodyAndLongPrompt) {
+  server::ServerOptions o = test_options();
+  o.max_body = 64 * 1024;
+  o.context = 64;
+  start(o);
+  json big = chat_body(std::string(100 * 1024, 'a'), 2);
+  Reply r = post("/v1/chat/completions", big);
+  ASSERT_EQ(r.status, 413);
+  EXPECT_NE(openai_message(r).find("--max-body"), std::string::npos);
+  EXPECT_EQ(post("/api/chat", big).status, 413);
+
+  std::string words;
+  for (int i = 0; i < 100; ++i) words += "word ";
+  Reply lp = post("/v1/chat/completions", chat_body(words, 2));
+  ASSERT_EQ(lp.status, 400);
+  EXPECT_NE(openai_message(lp).find("over the context"), std::string::npos);
+  // Also when streaming: the prompt is read before the stream starts, so the status is still 400.
+  Reply ls = post_stream("/v1/chat/completions", chat_body(words, 2, true));
+  EXPECT_EQ(ls.status, 400);
+  EXPECT_EQ(post("/v1/chat/completions", chat_body("short", 2)).status, 200);
+}
+
+TEST_F(ServerErrors, ApiKeys) {
+  server::ServerOptions o = test_options();
+  o.api_keys = {"secret-1", "secret-2"};
+  start(o);
+  Reply none = post("/v1/chat/completions", chat_body("hi", 2));
+  ASSERT_EQ(none.status, 401);
+  EXPECT_EQ(none.json_body()["error"]["type"], "authentication_error");
+  Reply wrong = post("/api/chat", chat_body("hi", 2), {{"Authorization", "Bearer secret-3"}});
+  ASSERT_EQ(wrong.status, 401);
+  EXPECT_TRUE(wrong.json_body()["error"].is_string());
+  EXPECT_EQ(get("/v1/models", {{"Authorization", "secret-1"}}).status, 401);
+  EXPECT_EQ(get("/metrics").status, 401);
+  EXPECT_EQ(post("/chat", json{{"question", "x"}}).status, 401);
+
+  EXPECT_EQ(get("/health").status, 200);
+  EXPECT_EQ(get("/").status, 200);
+  EXPECT_EQ(post("/v1/chat/completions", chat_body("hi", 2), {{"Authorization", "Bearer secret-2"}}).status, 200);
+  EXPECT_EQ(get("/v1/models", {{"Authorization", "Bearer secret-1"}}).status, 200);
+}
+
+TEST_F(ServerErrors, CorsOnlyWhenConfigured) {
+  start();
+  Reply plain = get("/v1/models", {{"Origin", "http://example.com"}});
+  EXPECT_EQ(plain.headers.count("Access-Control-Allow-Origin"), 0u);
+  server_.reset();
+
+  server::ServerOptions o = test_options();
+  o.cors_origins = {"http://example.com"};
+  o.api_keys = {"k"};
+  start(o);
+  Reply ok = get("/v1/models", {{"Origin", "http://example.com"}, {"Authorization", "Bearer k"}});
+  ASSERT_EQ(ok.status, 200);
+  EXPECT_EQ(ok.headers.find("Access-Control-Allow-Origin")->second, "http://example.com");
+  Reply other = get("/v1/models", {{"Origin", "http://evil.test"}, {"Authorization", "Bearer k"}});
+  EXPECT_EQ(other.headers.count("Access-Control-Allow-Origin"), 0u);
+  auto pre = client()->Options("/v1/chat/completions",
+                               {{"Origin", "http://example.com"}, {"Access-Control-Request-Method", "POST"}});
+  ASSERT_TRUE(pre);
+  EXPECT_EQ(pre->status, 204);
+  EXPECT_NE(pre->get_header_value("Access-Control-Allow-Headers").find("Authorization"), std::string::npos);
+}
+
+TEST_F(ServerErrors, ImageDirRefusesEverythingOutsideIt) {
+  const fs::path root = fs::temp_directory_path() / ("qvl-test-imagedir-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "inside" / "sub");
+  fs::create_directories(root / "outside");
+  const std::string png = data_dir() + "/images/png_rgba8_33x17.png";
+  fs::copy_file(png, root / "inside" / "sub" / "a.png");
+  fs::copy_file(png, root / "outside" / "secret.png");
+  fs::create_symlink(root / "outside" / "secret.png", root / "inside" / "link.png");
+  fs::create_symlink(root / "outside", root / "inside" / "linkdir");
+
+  server::ServerOptions o = test_options();
+  o.image_dir = (root / "inside").string();
+  start(o);
+  EXPECT_EQ(post("/v1/chat/completions", image_body("sub/a.png")).status, 200);
+  EXPECT_EQ(post("/v1/chat/completions", image_body((root / "inside" / "sub" / "a.png").string())).status, 200);
+  EXPECT_EQ(post("/v1/chat/completions", image_body("file://" + (root / "inside" / "sub" / "a.png").string())).status, 200);
+
+  auto refused = [&](const std::string& ref, const char* why) {
+    Reply r = post("/v1/chat/completions", image_body(ref));
+    EXPECT_EQ(r.status, 400) << ref;
+    if (r.status == 400) {
+      EXPECT_NE(openai_message(r).find(why), std::string::npos) << ref << ": " << r.body;
+    }
+  };
+  refused("../outside/secret.png", "'..'");
+  refused("sub/../../outside/secret.png", "'..'");
+  refused((root / "outside" / "secret.png").string(), "outside the image directory");
+  refused("link.png", "outside the image directory");
+  refused("linkdir/secret.png", "outside the image directory");
+  refused("/etc/passwd", "outside the image directory");
+  refused("sub/missing.png", "no such file");
+  // Ollama images are base64 only in Ollama's API, but a path is taken the same way.
+  Reply ol = post("/api/generate", json{{"prompt", "x"}, {"images", json::array({"../outside/secret.png"})}});
+  EXPECT_EQ(ol.status, 400);
+  server_.reset();
+  fs::remove_all(root);
+}
+
+TEST(ServerBase64, RoundTripAndErrors) {
+  for (std::string s : {"", "a", "ab", "abc", "abcd", "hello world!"}) {
+    std::string enc = server::base64_encode(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+    auto dec = server::base64_decode(enc);
+    ASSERT_TRUE(dec.ok()) << s;
+    EXPECT_EQ(std::string(dec->begin(), dec->end()), s);
+  }
+  auto spaced = server::base64_decode("aGVs\nbG8=\r\n");
+  ASSERT_TRUE(spaced.ok());
+  EXPECT_EQ(std::string(spaced->begin(), spaced->end()), "hello");
+  auto urlsafe = server::base64_decode("-_8");
+  ASSERT_TRUE(urlsafe.ok());
+  EXPECT_EQ(urlsafe->size(), 2u);
+  EXPECT_FALSE(server::base64_decode("ab$c").ok());
+  EXPECT_FALSE(server::base64_decode("a").ok());
+  EXPECT_FALSE(server::base64_decode("ab=c").ok());
+}
+
+TEST(ServerModelLocator, DirectoryHubCacheAndMissing) {
+  const fs::path cache = fs::temp_directory_path() / ("qvl-test-hub-" + std::to_string(::getpid()));
+  fs::remove_all(cache);
+  const fs::path repo = cache / "models--Qwen--Qwen3-VL-2B-Instruct";
+  fs::create_directories(repo / "refs");
+  fs::create_directories(repo / "snapshots" / "abc123");
+  ASSERT_TRUE(write_file_bytes((repo / "refs" / "main").string(), "abc123\n", 7).ok());
+  ASSERT_TRUE(write_file_bytes((repo / "snapshots" / "abc123" / "config.json").string(), "{}", 2).ok());
+
+  auto hub = server::locate_model("Qwen/Qwen3-VL-2B-Instruct", cache.string());
+  ASSERT_TRUE(hub.ok()) << hub.status().message();
+  EXPECT_EQ(hub->dir, (repo / "snapshots" / "abc123").string());
+  EXPECT_EQ(hub->id, "Qwen/Qwen3-VL-2B-Instruct");
+
+  auto dir = server::locate_model((repo / "snapshots" / "abc123").string(), cache.string());
+  ASSERT_TRUE(dir.ok());
+  EXPECT_EQ(dir->id, "abc123");
+
+  auto missing = server::locate_model("Qwen/Qwen3-VL-8B-Instruct", cache.string());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("huggingface-cli download Qwen/Qwen3-VL-8B-Instruct"), std::string::npos)
+      << missing.status().message();
+  EXPECT_FALSE(server::locate_model("no/such/dir", cache.string()).ok());
+  fs::remove_all(cache);
+}
+
+}  // namespace
+}  // namespace qvl::test
