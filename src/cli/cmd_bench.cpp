@@ -35,7 +35,7 @@ int cmd_bench(const Args& args) {
   opts.max_tokens = 64;
   opts.ignore_eos = true;
   opts.sampling.temperature = 0;  // greedy: no sampling cost differences between runs
-  WeightTypes types;
+  WeightTypes types = default_weight_types();
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     const std::string* v = (i + 1 < args.size()) ? &args[i + 1] : nullptr;

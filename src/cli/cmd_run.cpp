@@ -33,7 +33,7 @@ int cmd_run(const Args& args) {
   bool have_prompt = false;
   int threads = ThreadPool::physical_cores();
   GenerateOptions opts;
-  WeightTypes weight_types;
+  WeightTypes weight_types = default_weight_types();
   bool temp_set = false, topk_set = false, topp_set = false, seed_set = false;
   float temp = 0, top_p = 0;
   long long top_k = 0, seed = 0;

@@ -26,6 +26,8 @@ const char kServeUsage[] =
     "  --host ADDR            listen address (default 127.0.0.1)\n"
     "  --port N               listen port (default 8080)\n"
     "  --threads N            model threads (default: one per physical core)\n"
+    "  --text-weights T       f32, f16, bf16, q8_0 or q4_0, quantized at load (default: see qvl help)\n"
+    "  --vision-weights T\n"
     "  --parallel N           requests decoding at once (default 1)\n"
     "  --ctx N                context per request: prompt + answer tokens (default 4096)\n"
     "  --min-pixels N         image size bounds (default: the model's preprocessor_config.json)\n"
@@ -67,6 +69,7 @@ sigset_t block_stop_signals() {
 int cmd_serve(const std::vector<std::string>& args) {
   const std::string cmd = "serve";
   server::ServerOptions o;
+  WeightTypes weight_types = default_weight_types();
   o.access_log = true;
   std::string model_spec, model_files = "../shared/data/qwen3-vl-2b-instruct";
   bool demo = false;
@@ -112,6 +115,13 @@ int cmd_serve(const std::vector<std::string>& args) {
       rc = integer(1, 65535, o.port);
     } else if (a == "--threads" || a == "-t") {
       rc = integer(1, 1024, o.threads);
+    } else if (a == "--text-weights" || a == "--vision-weights") {
+      std::string name;
+      rc = text(name);
+      WeightType t;
+      if (rc == 0 && !weight_type_from_name(name, &t))
+        return fail(cmd, a + ": unknown type '" + name + "' (f32, f16, bf16, q8_0, q4_0)");
+      if (rc == 0) (a == "--text-weights" ? weight_types.text : weight_types.vision) = t;
     } else if (a == "--parallel") {
       rc = integer(1, 64, o.parallel);
     } else if (a == "--ctx") {
@@ -150,6 +160,7 @@ int cmd_serve(const std::vector<std::string>& args) {
                                  "Qwen/Qwen3-VL-2B-Instruct (or --demo for a tiny test model)\n") + kServeUsage);
   }
 
+  const int threads = o.threads > 0 ? o.threads : ThreadPool::physical_cores();
   server::ModelLoader loader;
   std::string demo_dir;
   if (demo) {
@@ -164,20 +175,20 @@ int cmd_serve(const std::vector<std::string>& args) {
     if (!mkdtemp(tmpl)) return fail(cmd, "cannot create a temporary directory for the demo model");
     demo_dir = tmpl;
     o.model_id = "qvl-demo-tiny";
-    loader = [demo_dir, model_files]() -> Result<std::unique_ptr<Model>> {
+    loader = [demo_dir, model_files, weight_types, threads]() -> Result<std::unique_ptr<Model>> {
       TestModelOptions t;
       t.preset = "tiny";
       t.seed = 1;
       t.out_dir = demo_dir;
       t.model_files_dir = model_files;
       QVL_RETURN_IF_ERROR(make_test_model(t));
-      return Model::load(demo_dir);
+      return Model::load(demo_dir, weight_types, threads);
     };
   } else {
     auto located = server::locate_model(model_spec);
     if (!located.ok()) return fail(cmd, located.status().message());
     o.model_id = located->id;
-    loader = [dir = located->dir]() { return Model::load(dir); };
+    loader = [dir = located->dir, weight_types, threads]() { return Model::load(dir, weight_types, threads); };
   }
   auto remove_demo = [&] {
     std::error_code ec;

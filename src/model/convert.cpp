@@ -30,6 +30,8 @@ void narrow_row(const float* in, WeightType type, void* out, int64_t cols) {
 
 }  // namespace
 
+WeightTypes default_weight_types() { return WeightTypes{}; }
+
 Result<Mat> convert_matrix(const Mat& m, WeightType type, const std::string& name, ThreadPool& pool, WeightArena& arena) {
   if (m.type == type) return m;
   if (is_quantized(type) && m.cols % kQK != 0)

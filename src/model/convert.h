@@ -17,6 +17,9 @@ struct WeightTypes {
   std::optional<WeightType> vision;
 };
 
+// The storage types qvl uses unless told otherwise, chosen from the accuracy table in BENCHMARKS.md.
+WeightTypes default_weight_types();
+
 // Owns converted matrices.
 using WeightArena = std::vector<std::unique_ptr<uint8_t[]>>;
 
