@@ -30,7 +30,13 @@ void narrow_row(const float* in, WeightType type, void* out, int64_t cols) {
 
 }  // namespace
 
-WeightTypes default_weight_types() { return WeightTypes{}; }
+WeightTypes default_weight_types() {
+  // q8_0 for both towers: on the 2b preset the text KL divergence to the float path is ~1e-3 against ~0.2
+  // for q4_0, and with injected outlier channels (as trained checkpoints have) q8_0 keeps 97% top-1
+  // agreement where q4_0 falls apart (BENCHMARKS.md, accuracy table). --text-weights q4_0 halves the
+  // text weights' memory and decode bandwidth for that price.
+  return WeightTypes{WeightType::kQ8_0, WeightType::kQ8_0};
+}
 
 Result<Mat> convert_matrix(const Mat& m, WeightType type, const std::string& name, ThreadPool& pool, WeightArena& arena) {
   if (m.type == type) return m;

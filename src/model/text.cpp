@@ -14,9 +14,9 @@ namespace qvl {
 
 KVCache::KVCache(const TextConfig& c, int64_t capacity)
     : n_kv_(c.num_key_value_heads), head_dim_(c.head_dim), capacity_(capacity) {
-  const size_t n = static_cast<size_t>(c.num_hidden_layers) * n_kv_ * capacity_ * head_dim_;
-  k_.resize(n);
-  v_.resize(n);
+  size_ = static_cast<size_t>(c.num_hidden_layers) * n_kv_ * capacity_ * head_dim_;
+  k_.reset(new float[size_]);  // uninitialised on purpose: untouched pages stay out of the resident set
+  v_.reset(new float[size_]);
 }
 
 void KVCache::truncate(int64_t n) {

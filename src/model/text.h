@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "model/model.h"
@@ -26,7 +27,9 @@ class KVCache {
   const float* k(int layer, int head, int64_t pos) const { return &k_[index(layer, head, pos)]; }
   const float* v(int layer, int head, int64_t pos) const { return &v_[index(layer, head, pos)]; }
   void advance(int64_t n) { length_ += n; }
-  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
+  // Reserved size; pages are committed only when positions are written (the buffers are not zero-filled),
+  // so a short conversation in a 4096-token cache costs only what it uses.
+  size_t bytes() const { return 2 * size_ * sizeof(float); }
 
  private:
   size_t index(int layer, int head, int64_t pos) const {
@@ -34,7 +37,8 @@ class KVCache {
   }
   int n_kv_, head_dim_;
   int64_t capacity_, length_ = 0;
-  std::vector<float> k_, v_;
+  size_t size_ = 0;
+  std::unique_ptr<float[]> k_, v_;
 };
 
 // The visual inputs of one forward call: rows of `embeds` replace the embeddings of the image-pad tokens
