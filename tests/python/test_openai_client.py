@@ -1,0 +1,115 @@
+"""The official `openai` Python package as a real client of `qvl serve`: models, chat with images (streaming
+and not), multi-turn, and errors raised as the right openai exceptions."""
+import openai
+import pytest
+
+from conftest import run_server
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+def image_message(uri: str, text: str) -> dict:
+    return {"role": "user", "content": [{"type": "image_url", "image_url": {"url": uri}}, {"type": "text", "text": text}]}
+
+
+def test_models_list_and_retrieve(client, server):
+    models = client.models.list()
+    assert [m.id for m in models.data] == [server.model]
+    m = client.models.retrieve(server.model)
+    assert m.id == server.model and m.object == "model"
+
+
+def test_chat_with_image(client, image_data_uri):
+    r = client.chat.completions.create(
+        model="qwen3-vl", messages=[image_message(image_data_uri, "What is in this picture?")],
+        max_tokens=12, temperature=0.7, seed=7)
+    assert r.object == "chat.completion"
+    assert len(r.choices) == 1
+    choice = r.choices[0]
+    assert choice.message.role == "assistant"
+    assert isinstance(choice.message.content, str) and choice.message.content
+    assert choice.finish_reason in ("stop", "length")
+    assert 1 <= r.usage.completion_tokens <= 12
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+    # qvl's extra field, kept by the client's models: the image became image tokens in the prompt.
+    timings = r.timings
+    assert timings["image_tokens"] > 0
+    assert r.usage.prompt_tokens > timings["image_tokens"]
+    assert timings["ttft_ms"] > 0
+
+
+def test_chat_streaming_with_image_matches_non_streaming(client, image_data_uri):
+    messages = [image_message(image_data_uri, "Describe the image.")]
+    stream = client.chat.completions.create(
+        model="qwen3-vl", messages=messages, max_tokens=16, temperature=0.8, seed=42, stream=True,
+        stream_options={"include_usage": True})
+    pieces, finish, usage, timings, roles = [], None, None, None, []
+    for chunk in stream:
+        assert chunk.object == "chat.completion.chunk"
+        if chunk.usage:
+            usage = chunk.usage
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        if delta.role:
+            roles.append(delta.role)
+        if delta.content:
+            pieces.append(delta.content)
+        if chunk.choices[0].finish_reason:
+            finish = chunk.choices[0].finish_reason
+            timings = getattr(chunk, "timings", None)
+    assert roles == ["assistant"]
+    assert len(pieces) >= 2, "the answer should arrive in several pieces, token by token"
+    assert finish in ("stop", "length")
+    assert usage is not None and 1 <= usage.completion_tokens <= 16
+    assert len(pieces) <= usage.completion_tokens
+    assert timings and timings["predicted_n"] == usage.completion_tokens
+    # Same seed, same sampling: the non-streaming answer is the same text.
+    whole = client.chat.completions.create(model="qwen3-vl", messages=messages, max_tokens=16, temperature=0.8, seed=42)
+    assert whole.choices[0].message.content == "".join(pieces)
+
+
+def test_multi_turn_with_system(client, image_data_uri):
+    r = client.chat.completions.create(
+        model="qwen3-vl",
+        messages=[
+            {"role": "system", "content": "You answer briefly."},
+            image_message(image_data_uri, "What colour dominates?"),
+            {"role": "assistant", "content": "Mostly blue."},
+            {"role": "user", "content": "And the second colour?"},
+        ],
+        max_tokens=6)
+    assert r.choices[0].message.content
+    assert r.timings["image_tokens"] > 0
+
+
+def test_bad_request_raises_bad_request_error(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="qwen3-vl", messages=[{"role": "user", "content": "hi"}], n=2)
+    assert e.value.status_code == 400
+    assert "n:" in e.value.message
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(
+            model="qwen3-vl", messages=[image_message("https://example.com/cat.jpg", "What is this?")])
+    assert "not fetched" in e.value.message
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(
+            model="qwen3-vl", messages=[image_message("data:image/png;base64,bm90IGFuIGltYWdl", "What is this?")])
+
+
+def test_unknown_model_raises_not_found(client):
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("no-such-model")
+
+
+def test_api_key_required_raises_authentication_error():
+    with run_server(api_key="sekrit") as s:
+        wrong = openai.OpenAI(base_url=s.url + "/v1", api_key="wrong", max_retries=0, timeout=60)
+        with pytest.raises(openai.AuthenticationError) as e:
+            wrong.models.list()
+        assert e.value.status_code == 401
+        right = openai.OpenAI(base_url=s.url + "/v1", api_key="sekrit", max_retries=0, timeout=60)
+        assert [m.id for m in right.models.list().data] == [s.model]
