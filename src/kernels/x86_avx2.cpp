@@ -289,6 +289,30 @@ inline __m256i dot_i8(__m256i w_abs, __m256i w, __m256i x) {
   return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
+// One activation row (decode): two blocks per step into two accumulators, so the loads and integer
+// multiplies of one block overlap the float accumulation of the other.
+template <class Block, class Load>
+void dot_row(const Block* w, const BlockQ8_0* x, int64_t nb, float* y, Load load) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const __m256i w0 = load(w[b]), w1 = load(w[b + 1]);
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b + 1].qs));
+    const __m256 s0 = _mm256_cvtepi32_ps(dot_i8(_mm256_sign_epi8(w0, w0), w0, x0));
+    const __m256 s1 = _mm256_cvtepi32_ps(dot_i8(_mm256_sign_epi8(w1, w1), w1, x1));
+    acc0 = _mm256_fmadd_ps(s0, _mm256_set1_ps(h2f(w[b].d) * h2f(x[b].d)), acc0);
+    acc1 = _mm256_fmadd_ps(s1, _mm256_set1_ps(h2f(w[b + 1].d) * h2f(x[b + 1].d)), acc1);
+  }
+  for (; b < nb; ++b) {
+    const __m256i w0 = load(w[b]);
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
+    const __m256 s0 = _mm256_cvtepi32_ps(dot_i8(_mm256_sign_epi8(w0, w0), w0, x0));
+    acc0 = _mm256_fmadd_ps(s0, _mm256_set1_ps(h2f(w[b].d) * h2f(x[b].d)), acc0);
+  }
+  *y = hsum(_mm256_add_ps(acc0, acc1));
+}
+
 template <int MR, class Block, class Load>
 void dot_rows(const Block* w, const BlockQ8_0* x, int64_t nb, float* y, int64_t ldy, Load load) {
   __m256 acc[MR];
@@ -310,7 +334,7 @@ void dot_rows(const Block* w, const BlockQ8_0* x, int64_t nb, float* y, int64_t 
 void dot_q8_0_rows(const BlockQ8_0* w, const BlockQ8_0* x, int64_t nb, float* y, int64_t ldy, int mr) {
   auto load = [](const BlockQ8_0& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); };
   switch (mr) {
-    case 1: return dot_rows<1>(w, x, nb, y, ldy, load);
+    case 1: return dot_row(w, x, nb, y, load);
     case 2: return dot_rows<2>(w, x, nb, y, ldy, load);
     case 3: return dot_rows<3>(w, x, nb, y, ldy, load);
     default: return dot_rows<4>(w, x, nb, y, ldy, load);
@@ -320,7 +344,7 @@ void dot_q8_0_rows(const BlockQ8_0* w, const BlockQ8_0* x, int64_t nb, float* y,
 void dot_q4_0_rows(const BlockQ4_0* w, const BlockQ8_0* x, int64_t nb, float* y, int64_t ldy, int mr) {
   auto load = [](const BlockQ4_0& b) { return load_q4_0_as_i8(b); };
   switch (mr) {
-    case 1: return dot_rows<1>(w, x, nb, y, ldy, load);
+    case 1: return dot_row(w, x, nb, y, load);
     case 2: return dot_rows<2>(w, x, nb, y, ldy, load);
     case 3: return dot_rows<3>(w, x, nb, y, ldy, load);
     default: return dot_rows<4>(w, x, nb, y, ldy, load);
