@@ -347,7 +347,7 @@ TEST_F(SafetensorsTest, RefusesUnknownDtype) {
   std::string m = open_error(write_raw("i64.safetensors", R"({"ids":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})",
                                        std::string(8, '\0')));
   EXPECT_NE(m.find("tensor 'ids' has dtype I64"), std::string::npos) << m;
-  EXPECT_NE(m.find("expected F32, F16 or BF16"), std::string::npos) << m;
+  EXPECT_NE(m.find("expected F32, F16, BF16 or U8"), std::string::npos) << m;
 }
 
 TEST_F(SafetensorsTest, RefusesOffsetsPastTheEnd) {

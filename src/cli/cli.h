@@ -15,6 +15,7 @@ int cmd_preprocess(const Args& args);
 int cmd_run(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_serve(const Args& args);
+int cmd_quantize(const Args& args);
 int cmd_make_test_model(const Args& args);
 
 // Prints "qvl <command>: <message>" to stderr and returns the exit code for a usage/user error.

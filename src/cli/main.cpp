@@ -21,6 +21,8 @@ const char kUsage[] =
     "                                                      OpenAI/Ollama-compatible HTTP server and web page (docs/API.md)\n"
     "  bench       --model DIR [--image FILE] [-p TEXT] [-n N] [--runs R] [--json] ...\n"
     "                                                      time load, vision, prefill, first token, decode, memory\n"
+    "  quantize    --model DIR --out DIR [--text-weights T] [--vision-weights T]\n"
+    "                                                      write a model directory with converted weights (fast start)\n"
     "  make-test-model --preset tiny|2b --seed N --out DIR  write a model directory with generated weights\n"
     "  help                                                this text\n";
 
@@ -38,6 +40,7 @@ int main(int argc, char** argv) {
   if (command == "run") return qvl::cli::cmd_run(args);
   if (command == "bench") return qvl::cli::cmd_bench(args);
   if (command == "serve") return qvl::cli::cmd_serve(args);
+  if (command == "quantize") return qvl::cli::cmd_quantize(args);
   if (command == "make-test-model") return qvl::cli::cmd_make_test_model(args);
   std::fprintf(stderr, "qvl: unknown command '%s' (try 'qvl help')\n", command.c_str());
   return 2;

@@ -67,7 +67,7 @@ Result<Entry> parse_entry(const std::string& name, const nlohmann::json& v) {
   if (!dt.is_string()) return Status::Error(where + ": dtype must be a string, got " + dt.dump());
   if (!dtype_from_name(dt.get<std::string>(), &e.dtype))
     return Status::Error(where + " has dtype " + dt.get<std::string>() +
-                         ", expected F32, F16 or BF16 (convert the checkpoint to BF16)");
+                         ", expected F32, F16, BF16 or U8 (convert the checkpoint to BF16)");
   if (!sh.is_array()) return Status::Error(where + ": shape must be an array, got " + sh.dump());
   for (const auto& d : sh) {
     if (!d.is_number_unsigned())
@@ -268,6 +268,14 @@ const TensorView* SafetensorsModel::find(const std::string& name) const {
   return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
+const std::string* SafetensorsModel::metadata(const std::string& key) const {
+  for (const SafetensorsFile& f : files_) {
+    auto it = f.metadata().find(key);
+    if (it != f.metadata().end()) return &it->second;
+  }
+  return nullptr;
+}
+
 void SafetensorsModel::release(const TensorView& t) { release(t.data, t.nbytes); }
 
 void SafetensorsModel::release(const void* data, size_t bytes) {
@@ -303,8 +311,9 @@ int dtype_rank(DType t) {
     case DType::kF32: return 0;
     case DType::kBF16: return 1;
     case DType::kF16: return 2;
+    case DType::kU8: return 3;
   }
-  return 3;
+  return 4;
 }
 
 // Tensor data streams through a buffer of this size: big enough that each write is one large sequential

@@ -46,6 +46,8 @@ class SafetensorsFile {
   // Tensors in the order of their data in the file.
   const std::vector<TensorView>& tensors() const { return tensors_; }
   const TensorView* find(const std::string& name) const;
+  // A "__metadata__" value of any shard, or null.
+  const std::string* metadata(const std::string& key) const;
   // The "__metadata__" entry, e.g. {"format": "pt"}.
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
@@ -67,6 +69,8 @@ class SafetensorsModel {
   static Result<SafetensorsModel> open(const std::string& dir);
 
   const TensorView* find(const std::string& name) const;
+  // A "__metadata__" value of any shard, or null.
+  const std::string* metadata(const std::string& key) const;
   // Every tensor of every shard, shard by shard (shards in name order), each in file order.
   const std::vector<TensorView>& tensors() const { return tensors_; }
   // The total size of the mapped files.

@@ -58,40 +58,50 @@ Result<Mat> convert_matrix(const Mat& m, WeightType type, const std::string& nam
   return Mat{type, m.rows, m.cols, dst};
 }
 
-Status convert_weights(TextW& text, VisionW& vision, const WeightTypes& types, ThreadPool& pool, WeightArena& arena) {
-  auto conv = [&](Mat& m, WeightType t, const std::string& name) -> Status {
-    QVL_ASSIGN_OR_RETURN(m, convert_matrix(m, t, name, pool, arena));
-    return Status::Ok();
-  };
-  if (types.text) {
-    const WeightType t = *types.text;
+std::vector<std::pair<std::string, Mat*>> convertible_matrices(TextW& text, VisionW& vision, bool with_text,
+                                                                bool with_vision) {
+  std::vector<std::pair<std::string, Mat*>> out;
+  if (with_text) {
     for (size_t i = 0; i < text.layers.size(); ++i) {
       TextLayerW& l = text.layers[i];
       const std::string p = "model.language_model.layers." + std::to_string(i) + ".";
       for (auto [m, n] : {std::pair{&l.q, "self_attn.q_proj"}, {&l.k, "self_attn.k_proj"}, {&l.v, "self_attn.v_proj"},
                           {&l.o, "self_attn.o_proj"}, {&l.gate, "mlp.gate_proj"}, {&l.up, "mlp.up_proj"},
                           {&l.down, "mlp.down_proj"}})
-        QVL_RETURN_IF_ERROR(conv(*m, t, p + n));
+        out.emplace_back(p + n + ".weight", m);
     }
-    QVL_RETURN_IF_ERROR(conv(text.lm_head, t, "lm_head"));
+    out.emplace_back("lm_head.weight", &text.lm_head);
   }
-  if (types.vision) {
-    const WeightType t = *types.vision;
-    QVL_RETURN_IF_ERROR(conv(vision.patch_embed.w, t, "model.visual.patch_embed"));
+  if (with_vision) {
+    out.emplace_back("model.visual.patch_embed.proj.weight", &vision.patch_embed.w);
     for (size_t i = 0; i < vision.blocks.size(); ++i) {
       VisionBlockW& b = vision.blocks[i];
       const std::string p = "model.visual.blocks." + std::to_string(i) + ".";
       for (auto [m, n] : {std::pair{&b.qkv.w, "attn.qkv"}, {&b.proj.w, "attn.proj"}, {&b.fc1.w, "mlp.linear_fc1"},
                           {&b.fc2.w, "mlp.linear_fc2"}})
-        QVL_RETURN_IF_ERROR(conv(*m, t, p + n));
+        out.emplace_back(p + n + ".weight", m);
     }
-    QVL_RETURN_IF_ERROR(conv(vision.merger.fc1.w, t, "model.visual.merger.linear_fc1"));
-    QVL_RETURN_IF_ERROR(conv(vision.merger.fc2.w, t, "model.visual.merger.linear_fc2"));
+    out.emplace_back("model.visual.merger.linear_fc1.weight", &vision.merger.fc1.w);
+    out.emplace_back("model.visual.merger.linear_fc2.weight", &vision.merger.fc2.w);
     for (size_t j = 0; j < vision.deepstack.size(); ++j) {
       const std::string p = "model.visual.deepstack_merger_list." + std::to_string(j) + ".";
-      QVL_RETURN_IF_ERROR(conv(vision.deepstack[j].fc1.w, t, p + "linear_fc1"));
-      QVL_RETURN_IF_ERROR(conv(vision.deepstack[j].fc2.w, t, p + "linear_fc2"));
+      out.emplace_back(p + "linear_fc1.weight", &vision.deepstack[j].fc1.w);
+      out.emplace_back(p + "linear_fc2.weight", &vision.deepstack[j].fc2.w);
     }
+  }
+  return out;
+}
+
+Status convert_weights(TextW& text, VisionW& vision, const WeightTypes& types, ThreadPool& pool, WeightArena& arena) {
+  // A matrix already stored quantized (a `qvl quantize` directory) stays as it is: converting it again
+  // could only lose precision.
+  for (auto& [name, m] : convertible_matrices(text, vision, types.text.has_value(), false)) {
+    if (is_quantized(m->type)) continue;
+    QVL_ASSIGN_OR_RETURN(*m, convert_matrix(*m, *types.text, name, pool, arena));
+  }
+  for (auto& [name, m] : convertible_matrices(text, vision, false, types.vision.has_value())) {
+    if (is_quantized(m->type)) continue;
+    QVL_ASSIGN_OR_RETURN(*m, convert_matrix(*m, *types.vision, name, pool, arena));
   }
   return Status::Ok();
 }

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "model/weights.h"
@@ -26,6 +28,11 @@ using WeightArena = std::vector<std::unique_ptr<uint8_t[]>>;
 // Converts `m` to `type` (rows widened to float32, then narrowed/quantized), storing the result in `arena`.
 // Quantized types need cols % 32 == 0; returns an error naming `name` otherwise.
 Result<Mat> convert_matrix(const Mat& m, WeightType type, const std::string& name, ThreadPool& pool, WeightArena& arena);
+
+// The matrices conversion applies to, with their checkpoint tensor names: the text decoder's attention and
+// MLP matrices and the LM head ("lm_head.weight"), the vision tower's patch embedding, blocks and mergers.
+std::vector<std::pair<std::string, Mat*>> convertible_matrices(TextW& text, VisionW& vision, bool with_text,
+                                                                bool with_vision);
 
 // Converts every matrix of the text decoder (attention, MLP, LM head; the embedding table itself stays as
 // stored for row lookups) and of the vision tower (patch embedding, blocks, mergers).

@@ -35,6 +35,14 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const WeightT
   return m;
 }
 
+std::vector<std::pair<std::string, const Mat*>> Model::convertible_matrices() const {
+  std::vector<std::pair<std::string, const Mat*>> out;
+  // The shared enumeration takes mutable references; nothing is modified here.
+  for (auto& [name, m] : qvl::convertible_matrices(const_cast<TextW&>(text_), const_cast<VisionW&>(vision_), true, true))
+    out.emplace_back(name, m);
+  return out;
+}
+
 void Model::inject_outlier_channels(int count, float scale) {
   for (TextLayerW& l : text_.layers)
     for (std::vector<float>* w : {&l.input_norm, &l.post_norm})

@@ -36,6 +36,9 @@ class Model {
   WeightType text_weight_type() const { return text_.layers.empty() ? WeightType::kF32 : text_.layers[0].q.type; }
   WeightType vision_weight_type() const { return vision_.blocks.empty() ? WeightType::kF32 : vision_.blocks[0].qkv.w.type; }
   uint64_t mapped_bytes() const { return weights_.mapped_bytes(); }
+  const SafetensorsModel& checkpoint() const { return weights_; }
+  // The matrices that may differ from the checkpoint (converted at load), by tensor name.
+  std::vector<std::pair<std::string, const Mat*>> convertible_matrices() const;
 
   // Diagnostics for the accuracy stress test only: multiplies `count` channels of every RMSNorm weight of
   // the text decoder by `scale`, creating the large-magnitude activation channels of trained checkpoints.

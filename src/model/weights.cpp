@@ -6,6 +6,8 @@
 
 namespace qvl {
 
+std::string quantized_type_key(const std::string& tensor) { return "qvl.quantized." + tensor; }
+
 namespace {
 
 std::string shape_str(const std::vector<int64_t>& s) {
@@ -29,10 +31,20 @@ class Binder {
   }
 
   // A matrix [rows, cols]; tensors of more dimensions (the Conv3d kernel) are flattened after the first.
+  // A matrix `qvl quantize` stored as U8 rows of blocks is named in the metadata as quantized_type_key.
   Result<Mat> mat(const std::string& name, const std::vector<int64_t>& shape) const {
-    QVL_ASSIGN_OR_RETURN(const TensorView* t, get(name, shape));
     int64_t cols = 1;
     for (size_t i = 1; i < shape.size(); ++i) cols *= shape[i];
+    if (const std::string* q = f_.metadata(quantized_type_key(name))) {
+      WeightType type;
+      if (!weight_type_from_name(*q, &type) || !is_quantized(type) || cols % kQK != 0)
+        return Status::Error("tensor " + name + ": metadata names type '" + *q + "', expected q8_0 or q4_0");
+      QVL_ASSIGN_OR_RETURN(const TensorView* t, get(name, {shape[0], static_cast<int64_t>(row_bytes(type, cols))}));
+      if (t->dtype != DType::kU8) return Status::Error("tensor " + name + " is quantized but not stored as U8");
+      return Mat{type, shape[0], cols, t->data};
+    }
+    QVL_ASSIGN_OR_RETURN(const TensorView* t, get(name, shape));
+    if (t->dtype == DType::kU8) return Status::Error("tensor " + name + " is U8 without a quantization type in the metadata");
     return Mat{weight_type_of(t->dtype), shape[0], cols, t->data};
   }
 
@@ -130,9 +142,9 @@ Result<TextW> bind_text_weights(const SafetensorsModel& file, const TextConfig& 
     t.layers.push_back(std::move(l));
   }
   QVL_ASSIGN_OR_RETURN(t.norm, b.vec(p + "norm.weight", h));
-  if (c.tie_word_embeddings) {
+  if (c.tie_word_embeddings && !file.find("lm_head.weight")) {
     t.lm_head = t.embed;
-  } else {
+  } else {  // untied, or a quantized copy of the tied head written by `qvl quantize`
     QVL_ASSIGN_OR_RETURN(t.lm_head, b.mat("lm_head.weight", {c.vocab_size, h}));
   }
   return t;

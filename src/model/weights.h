@@ -58,6 +58,10 @@ struct TextW {
   Mat lm_head;              // [vocab, hidden]: the embedding itself when tied
 };
 
+// The metadata key under which `qvl quantize` records a quantized matrix's type ("q8_0", "q4_0"); the
+// tensor itself is stored as U8 [rows, row_bytes].
+std::string quantized_type_key(const std::string& tensor);
+
 // Binds every tensor of `file` that the model needs; an error names the missing or misshapen tensor.
 Result<VisionW> bind_vision_weights(const SafetensorsModel& file, const VisionConfig& c);
 Result<TextW> bind_text_weights(const SafetensorsModel& file, const TextConfig& c);

@@ -8,13 +8,15 @@
 
 namespace qvl {
 
-enum class DType { kF32, kF16, kBF16 };
+// kU8: raw bytes; qvl stores quantized matrices as U8 rows of blocks (see src/model/quantize_file.h).
+enum class DType { kF32, kF16, kBF16, kU8 };
 
 inline size_t dtype_size(DType t) {
   switch (t) {
     case DType::kF32: return 4;
     case DType::kF16: return 2;
     case DType::kBF16: return 2;
+    case DType::kU8: return 1;
   }
   return 0;
 }
@@ -25,6 +27,7 @@ inline const char* dtype_name(DType t) {
     case DType::kF32: return "F32";
     case DType::kF16: return "F16";
     case DType::kBF16: return "BF16";
+    case DType::kU8: return "U8";
   }
   return "?";
 }
@@ -34,6 +37,7 @@ inline bool dtype_from_name(std::string_view name, DType* out) {
   if (name == "F32") { *out = DType::kF32; return true; }
   if (name == "F16") { *out = DType::kF16; return true; }
   if (name == "BF16") { *out = DType::kBF16; return true; }
+  if (name == "U8") { *out = DType::kU8; return true; }
   return false;
 }
 

@@ -35,6 +35,7 @@ inline WeightType weight_type_of(DType t) {
     case DType::kF32: return WeightType::kF32;
     case DType::kF16: return WeightType::kF16;
     case DType::kBF16: return WeightType::kBF16;
+    case DType::kU8: break;  // raw blocks: the type comes from the file's metadata
   }
   return WeightType::kF32;
 }
