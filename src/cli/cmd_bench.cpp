@@ -82,11 +82,7 @@ int cmd_bench(const Args& args) {
   if (!model.ok()) return fail(cmd, model.status().message());
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
-  ChatMessage user;
-  user.role = "user";
-  user.content_is_string = false;
-  for (size_t k = 0; k < images.size(); ++k) user.content_parts.push_back({ContentPart::Kind::kImage, ""});
-  user.content_parts.push_back({ContentPart::Kind::kText, prompt});
+  const ChatMessage user = user_message(images.size(), prompt);
 
   ThreadPool pool(threads);
   std::vector<double> pre, vis, prefill, ttft, decode;

@@ -154,12 +154,7 @@ int cmd_run(const Args& args) {
     s.content_string = system;
     messages.push_back(s);
   }
-  ChatMessage user;
-  user.role = "user";
-  user.content_is_string = false;
-  for (size_t k = 0; k < images.size(); ++k) user.content_parts.push_back({ContentPart::Kind::kImage, ""});
-  user.content_parts.push_back({ContentPart::Kind::kText, prompt});
-  messages.push_back(user);
+  messages.push_back(user_message(images.size(), prompt));
 
   DumpFn dump_fn;
   if (!dump_dir.empty()) {

@@ -1,5 +1,5 @@
-// One request end to end: images preprocessed and encoded, the prompt built and prefilled, then tokens
-// sampled one step at a time and streamed as text until an end token, a stop string or the limit.
+// The options, timings and result of one request, and generate(): a Session run to the end, streaming
+// its text (the server's scheduler steps Sessions itself to interleave them).
 #pragma once
 
 #include <functional>

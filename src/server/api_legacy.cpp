@@ -11,12 +11,7 @@ constexpr const char* kDefaultPrompt = "请描述这张图片";  // "Describe th
 
 InferenceRequest one_turn(const ApiContext& ctx, std::string prompt, std::vector<ImageRGB> images) {
   InferenceRequest ir;
-  ChatMessage user;
-  user.role = "user";
-  user.content_is_string = false;
-  for (size_t k = 0; k < images.size(); ++k) user.content_parts.push_back({ContentPart::Kind::kImage, ""});
-  user.content_parts.push_back({ContentPart::Kind::kText, std::move(prompt)});
-  ir.messages.push_back(std::move(user));
+  ir.messages.push_back(user_message(images.size(), std::move(prompt)));
   ir.images = std::move(images);
   ir.options = ctx.defaults;
   ir.options.sampling.seed = random_seed();

@@ -254,6 +254,15 @@ void append_python_json(std::string& out, const nlohmann::ordered_json& v) {
 
 }  // namespace
 
+ChatMessage user_message(size_t n_images, std::string text) {
+  ChatMessage m;
+  m.role = "user";
+  m.content_is_string = false;
+  m.content_parts.assign(n_images, ContentPart{ContentPart::Kind::kImage, ""});
+  m.content_parts.push_back({ContentPart::Kind::kText, std::move(text)});
+  return m;
+}
+
 std::string python_json_dumps(const nlohmann::ordered_json& value) {
   std::string out;
   append_python_json(out, value);

@@ -34,6 +34,10 @@ struct ChatMessage {
   std::vector<ToolCall> tool_calls;
 };
 
+// The one-turn user message of the command line and the simple endpoints: `n_images` image parts, then
+// the text.
+ChatMessage user_message(size_t n_images, std::string text);
+
 struct ChatOptions {
   bool add_generation_prompt = true;
   bool add_vision_id = false;                  // "Picture N: " before each image

@@ -145,10 +145,7 @@ int main(int argc, char** argv) {
     if (stress) model.inject_outlier_channels(/*count=*/4, /*scale=*/64.0f);
     if (ci == 0) {
       // The reference continuation: greedy tokens of the float32 path.
-      ChatMessage user;
-      user.role = "user";
-      user.content_is_string = false;
-      user.content_parts = {{ContentPart::Kind::kImage, ""}, {ContentPart::Kind::kText, "Describe this image."}};
+      const ChatMessage user = user_message(1, "Describe this image.");
       GenerateOptions g;
       g.sampling.temperature = 0;
       g.max_tokens = tokens;
