@@ -112,12 +112,53 @@ void dot_q4_0_rows(const BlockQ4_0* w, const BlockQ8_0* x, int64_t nb, float* y,
   }
 }
 
+// Per block: the exact integer dot, then acc = fma(d_w * d_x, isum, acc).
+void gemm_q8_0x8(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const float* xs, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
+  (void)xs;
+  for (int i = 0; i < mr; ++i)
+    for (int c = 0; c < 8; ++c) {
+      float acc = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        const int8_t* x = xq + (i * nb + b) * kQK;
+        int32_t isum = 0;
+        for (int t = 0; t < 8; ++t)
+          for (int j = 0; j < 4; ++j) isum += int32_t{w[b].qs[32 * t + 4 * c + j]} * x[4 * t + j];
+        acc = std::fma(f16_to_f32(w[b].d[c]) * xd[i * nb + b], static_cast<float>(isum), acc);
+      }
+      y[i * ldy + c] = acc;
+    }
+}
+
+// Per block: isum = sum(u * q) over the unsigned nibbles u = w / d + 8, then
+// acc = fma(d_w, fma(isum, d_x, -8 * s_x), acc), since d_x * sum((u - 8) q) = d_x * isum - 8 * s_x.
+void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const float* xs, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
+  for (int i = 0; i < mr; ++i)
+    for (int c = 0; c < 8; ++c) {
+      float acc = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        const int8_t* x = xq + (i * nb + b) * kQK;
+        int32_t isum = 0;
+        for (int s = 0; s < 4; ++s)
+          for (int j = 0; j < 4; ++j) {
+            const uint8_t v = w[b].qs[32 * s + 4 * c + j];
+            isum += (v & 0x0F) * int32_t{x[4 * s + j]} + (v >> 4) * int32_t{x[16 + 4 * s + j]};
+          }
+        const float t = std::fma(static_cast<float>(isum), xd[i * nb + b], -8.0f * xs[i * nb + b]);
+        acc = std::fma(f16_to_f32(w[b].d[c]), t, acc);
+      }
+      y[i * ldy + c] = acc;
+    }
+}
+
 }  // namespace
 
 const KernelTable& generic_kernels() {
-  static const KernelTable table{"generic",      row_to_f32, gemm_f32_tile,        gemm_f32_nn_tile,
-                                 softmax_scaled, gelu_tanh,  silu_mul,             quantize_row_q8_0_ref,
-                                 dot_q8_0_rows,  dot_q4_0_rows};
+  static const KernelTable table{"generic",      row_to_f32,    gemm_f32_tile, gemm_f32_nn_tile,
+                                 softmax_scaled, gelu_tanh,     silu_mul,      quantize_row_q8_0_ref,
+                                 dot_q8_0_rows,  dot_q4_0_rows, quantize_row_act_ref, gemm_q8_0x8,
+                                 gemm_q4_0x8};
   return table;
 }
 

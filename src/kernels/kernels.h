@@ -36,6 +36,19 @@ struct KernelTable {
   // w_row is nb blocks of Q8_0 or Q4_0.
   void (*dot_q8_0_rows)(const BlockQ8_0* w, const BlockQ8_0* x, int64_t nb, float* y, int64_t ldy, int mr);
   void (*dot_q4_0_rows)(const BlockQ4_0* w, const BlockQ8_0* x, int64_t nb, float* y, int64_t ldy, int mr);
+
+  // Quantizes one activation row (cols % 32 == 0) exactly as quantize_row_act_ref: int8 values, float32
+  // block scales d and s = d * sum(q).
+  void (*quantize_act)(const float* x, int64_t cols, int8_t* q, float* d, float* s);
+
+  // The integer GEMM tile: y[i * ldy + c] = dot(row c of the interleaved weight group w, activation row i)
+  // for i < mr <= 4 and the group's 8 rows c, over nb blocks. Activation row i is xq + i * nb * 32 with
+  // scales xd + i * nb, xs + i * nb (quantize_act's output, rows one after another). Per block the
+  // integer dot is exact and scaled in float32 as the generic twin does, so the results agree bit for bit.
+  void (*gemm_q8_0x8)(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const float* xs, int64_t nb,
+                      float* y, int64_t ldy, int mr);
+  void (*gemm_q4_0x8)(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const float* xs, int64_t nb,
+                      float* y, int64_t ldy, int mr);
 };
 
 const KernelTable& generic_kernels();

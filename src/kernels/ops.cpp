@@ -12,7 +12,36 @@
 
 namespace qvl {
 
-void Mat::row_to_f32(int64_t r, float* out) const { kernels().row_to_f32(type, row(r), out, cols); }
+void Mat::row_to_f32(int64_t r, float* out) const {
+  if (layout == Layout::kRows) return kernels().row_to_f32(type, row(r), out, cols);
+  const int64_t nb = cols / kQK;
+  std::vector<uint8_t> tmp(row_bytes(type, cols));
+  if (type == WeightType::kQ8_0) {
+    unpack_q8_0x8(static_cast<const BlockQ8_0x8*>(group(r / 8)), static_cast<int>(r % 8), nb,
+                  reinterpret_cast<BlockQ8_0*>(tmp.data()));
+  } else {
+    QVL_CHECK(type == WeightType::kQ4_0);
+    unpack_q4_0x8(static_cast<const BlockQ4_0x8*>(group(r / 8)), static_cast<int>(r % 8), nb,
+                  reinterpret_cast<BlockQ4_0*>(tmp.data()));
+  }
+  kernels().row_to_f32(type, tmp.data(), out, cols);
+}
+
+Mat interleave8(const Mat& w, void* out) {
+  QVL_CHECK(w.layout == Layout::kRows && is_quantized(w.type) && w.rows % 8 == 0);
+  const int64_t nb = w.cols / kQK;
+  for (int64_t g = 0; g < w.rows / 8; ++g) {
+    uint8_t* dst = static_cast<uint8_t*>(out) + static_cast<size_t>(8 * g) * row_bytes(w.type, w.cols);
+    if (w.type == WeightType::kQ8_0)
+      pack_q8_0x8(static_cast<const BlockQ8_0*>(w.row(8 * g)), nb, reinterpret_cast<BlockQ8_0x8*>(dst));
+    else
+      pack_q4_0x8(static_cast<const BlockQ4_0*>(w.row(8 * g)), nb, reinterpret_cast<BlockQ4_0x8*>(dst));
+  }
+  Mat m = w;
+  m.data = out;
+  m.layout = Layout::kInterleaved8;
+  return m;
+}
 
 namespace {
 
@@ -67,6 +96,49 @@ void matmul_quantized(ThreadPool& pool, const KernelTable& K, const float* x, in
   });
 }
 
+// Activation rows quantized once per product (quantize_act), reused by every weight group.
+struct QuantizedRows {
+  std::vector<int8_t> q;
+  std::vector<float> d, s;
+};
+
+// This many activation rows are multiplied with all of a thread's weight groups before the next rows:
+// their int8 values (64 x cols bytes) stay in L2 while each group's blocks stream from L1/L2.
+constexpr int64_t kRowBlock = 64;
+
+// Interleaved quantized weights: one thread per range of 8-row groups; for each block of activation rows,
+// each group is dotted with 4 activation rows at a time by the integer GEMM tile.
+void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, int64_t n, const Mat& w, float* y) {
+  const int64_t m = w.rows, k = w.cols, nb = k / kQK;
+  QVL_CHECK(k % kQK == 0 && m % 8 == 0);
+  thread_local QuantizedRows xq;
+  xq.q.resize(static_cast<size_t>(n * k));
+  xq.d.resize(static_cast<size_t>(n * nb));
+  xq.s.resize(static_cast<size_t>(n * nb));
+  int8_t* q = xq.q.data();
+  float* d = xq.d.data();
+  float* s = xq.s.data();
+  pool.parallel_for(n, 4, [&](int, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) K.quantize_act(x + i * k, k, q + i * k, d + i * nb, s + i * nb);
+  });
+  const bool q8 = w.type == WeightType::kQ8_0;
+  pool.parallel_for(m / 8, 1, [&](int, int64_t g0, int64_t g1) {
+    for (int64_t r0 = 0; r0 < n; r0 += kRowBlock) {
+      const int64_t r1 = std::min(n, r0 + kRowBlock);
+      for (int64_t g = g0; g < g1; ++g) {
+        for (int64_t i = r0; i < r1; i += 4) {
+          const int mr = static_cast<int>(std::min<int64_t>(4, r1 - i));
+          float* yi = y + i * m + 8 * g;
+          if (q8)
+            K.gemm_q8_0x8(static_cast<const BlockQ8_0x8*>(w.group(g)), q + i * k, d + i * nb, s + i * nb, nb, yi, m, mr);
+          else
+            K.gemm_q4_0x8(static_cast<const BlockQ4_0x8*>(w.group(g)), q + i * k, d + i * nb, s + i * nb, nb, yi, m, mr);
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void matmul(ThreadPool& pool, const float* x, int64_t n, const Mat& w, const float* bias, float* y) {
@@ -74,10 +146,12 @@ void matmul(ThreadPool& pool, const float* x, int64_t n, const Mat& w, const flo
   QVL_CHECK(w.data != nullptr && m > 0 && w.cols > 0 && n >= 0);
   if (n == 0) return;
   const KernelTable& K = kernels();
-  // Quantized weights: integer dots for a few rows (decode, where reading 4-bit weights is the cost); for
-  // many rows (prefill, vision) the blocks are widened to float32 once per block of weight rows and reused
-  // across all activation rows by the float tiles, which are faster there (BENCHMARKS.md) and exact.
-  if (is_quantized(w.type) && n <= kMaxRowsForIntegerDots) {
+  // Interleaved quantized weights (what the loader makes of every quantized matrix with rows % 8 == 0):
+  // integer GEMM for any number of rows. Row-ordered quantized weights (other shapes): integer dots for a
+  // few rows, else the blocks are widened to float32 once per block of weight rows for the float tiles.
+  if (w.layout == Layout::kInterleaved8) {
+    matmul_interleaved(pool, K, x, n, w, y);
+  } else if (is_quantized(w.type) && n <= kMaxRowsForIntegerDots) {
     matmul_quantized(pool, K, x, n, w, y);
   } else {
     matmul_float(pool, K, x, n, w, y);

@@ -11,26 +11,41 @@
 
 namespace qvl {
 
-// A weight matrix [rows, cols] in row-major order (PyTorch's [out_features, in_features]), not owned:
-// float rows as in the checkpoint, or rows of quantized blocks.
+// How a matrix's storage is ordered: row after row, or (quantized types, rows % 8 == 0) groups of 8 rows
+// whose blocks are interleaved (BlockQ8_0x8, BlockQ4_0x8) for the integer GEMM kernels.
+enum class Layout { kRows, kInterleaved8 };
+
+// A weight matrix [rows, cols] (PyTorch's [out_features, in_features]), not owned: float rows as in the
+// checkpoint, rows of quantized blocks, or interleaved groups of 8 such rows.
 struct Mat {
   WeightType type = WeightType::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
   const void* data = nullptr;
+  Layout layout = Layout::kRows;
 
   bool empty() const { return data == nullptr; }
+  // Row r's storage (Layout::kRows only).
   const void* row(int64_t r) const {
     return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_bytes(type, cols);
   }
+  // The interleaved blocks of rows 8g .. 8g+7 (Layout::kInterleaved8 only): 8 rows' worth of bytes.
+  const void* group(int64_t g) const {
+    return static_cast<const uint8_t*>(data) + static_cast<size_t>(8 * g) * row_bytes(type, cols);
+  }
+  size_t bytes() const { return static_cast<size_t>(rows) * row_bytes(type, cols); }
   // Converts row r to float32 into out[0, cols).
   void row_to_f32(int64_t r, float* out) const;
 };
 
 // y[n, m] = x[n, k] · W[m, k]ᵀ (+ bias[m]). x and y are float32 row-major; bias may be null. Float weights
-// are widened to float32 a block of rows at a time; with quantized weights the activations are quantized
-// to Q8_0 (32 values per scale) and dotted in integers.
+// are widened to float32 a block of rows at a time; with interleaved quantized weights the activations are
+// quantized per block of 32 values (quantize_row_act_ref) and every product is an integer GEMM.
 void matmul(ThreadPool& pool, const float* x, int64_t n, const Mat& w, const float* bias, float* y);
+
+// Interleaves a row-ordered quantized matrix (rows % 8 == 0) into `out` (w.bytes() bytes); the result
+// views `out`.
+Mat interleave8(const Mat& w, void* out);
 
 // LayerNorm over the last dimension d (biased variance, as torch): y = (x - mean) / sqrt(var + eps) * w + b.
 void layer_norm(const float* x, int64_t n, int64_t d, const float* w, const float* b, float eps, float* y);

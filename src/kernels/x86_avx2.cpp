@@ -351,6 +351,134 @@ void dot_q4_0_rows(const BlockQ4_0* w, const BlockQ8_0* x, int64_t nb, float* y,
   }
 }
 
+// Quantizes one activation row as quantize_row_act_ref (same arithmetic, float32 scales and sums).
+void quantize_act(const float* x, int64_t cols, int8_t* q, float* d, float* s) {
+  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    const float* xb = x + b * kQK;
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int j = 0; j < 4; ++j) {
+      v[j] = _mm256_loadu_ps(xb + 8 * j);
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_mask, v[j]));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float db = _mm_cvtss_f32(m) / 127.0f;
+    const float id = db != 0 ? 1.0f / db : 0.0f;
+    const __m256 idv = _mm256_set1_ps(id);
+    __m256i qi[4];
+    for (int j = 0; j < 4; ++j)
+      qi[j] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[j], idv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const __m256i sum4 = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum4), _mm256_extracti128_si256(sum4, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+    const __m256i p01 = _mm256_packs_epi32(qi[0], qi[1]);
+    const __m256i p23 = _mm256_packs_epi32(qi[2], qi[3]);
+    __m256i p = _mm256_packs_epi16(p01, p23);
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kQK), p);
+    d[b] = db;
+    s[b] = db * static_cast<float>(_mm_cvtsi128_si32(s4));
+  }
+}
+
+// Four activation values (one int32) broadcast to the 8 lanes, one per weight row of the group.
+inline __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// The integer GEMM tiles (see kernels.h). Each 32-byte weight load holds 4 values of each of the group's
+// 8 rows; it is multiplied by the activation row's matching 4 values broadcast to every lane, so the
+// int32 lanes of the sums are the 8 rows' dot products and one vector of scales finishes a block.
+//
+// Q8_0: maddubs needs one unsigned operand: |w| times x with w's sign (|w| <= 127, |x| <= 127, so a pair
+// sum fits int16); the pairs go to int32 at every chunk.
+template <int MR>
+void gemm_q8_0x8_mr(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, int64_t nb, float* y, int64_t ldy) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[MR];
+  for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i isum[MR];
+    for (int i = 0; i < MR; ++i) isum[i] = _mm256_setzero_si256();
+    for (int t = 0; t < 8; ++t) {
+      const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * t));
+      const __m256i wa = _mm256_abs_epi8(wq);
+      for (int i = 0; i < MR; ++i) {
+        const __m256i x = bcast4(xq + (i * nb + b) * kQK + 4 * t);
+        const __m256i p = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(x, wq));
+        isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(p, ones));
+      }
+    }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].d)));
+    for (int i = 0; i < MR; ++i) {
+      const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(xd[i * nb + b]));
+      acc[i] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum[i]), acc[i]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + i * ldy, acc[i]);
+}
+
+// Q4_0: the nibbles u in [0, 15] are maddubs's unsigned operand; a pair sum is at most 2 * 15 * 127 and
+// all 8 chunks of a block at most 30480, so the block's products add up in int16 before one madd. The
+// offset of 8 comes back through s = d * sum(x): d_x * sum((u - 8) x) = d_x * isum - 8 * s.
+template <int MR>
+void gemm_q4_0x8_mr(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const float* xs, int64_t nb, float* y,
+                    int64_t ldy) {
+  const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0F);
+  const __m256 minus8 = _mm256_set1_ps(-8.0f);
+  __m256 acc[MR];
+  for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i s16[MR];
+    for (int i = 0; i < MR; ++i) s16[i] = _mm256_setzero_si256();
+    for (int s = 0; s < 4; ++s) {
+      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * s));
+      const __m256i lo = _mm256_and_si256(packed, low4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
+      for (int i = 0; i < MR; ++i) {
+        const int8_t* x = xq + (i * nb + b) * kQK;
+        s16[i] = _mm256_add_epi16(s16[i], _mm256_maddubs_epi16(lo, bcast4(x + 4 * s)));
+        s16[i] = _mm256_add_epi16(s16[i], _mm256_maddubs_epi16(hi, bcast4(x + 16 + 4 * s)));
+      }
+    }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].d)));
+    for (int i = 0; i < MR; ++i) {
+      const __m256 isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[i], ones));
+      const __m256 t = _mm256_fmadd_ps(isum, _mm256_set1_ps(xd[i * nb + b]),
+                                       _mm256_mul_ps(_mm256_set1_ps(xs[i * nb + b]), minus8));
+      acc[i] = _mm256_fmadd_ps(dw, t, acc[i]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + i * ldy, acc[i]);
+}
+
+void gemm_q8_0x8(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const float* xs, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
+  (void)xs;
+  switch (mr) {
+    case 1: return gemm_q8_0x8_mr<1>(w, xq, xd, nb, y, ldy);
+    case 2: return gemm_q8_0x8_mr<2>(w, xq, xd, nb, y, ldy);
+    case 3: return gemm_q8_0x8_mr<3>(w, xq, xd, nb, y, ldy);
+    default: return gemm_q8_0x8_mr<4>(w, xq, xd, nb, y, ldy);
+  }
+}
+
+void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const float* xs, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
+  switch (mr) {
+    case 1: return gemm_q4_0x8_mr<1>(w, xq, xd, xs, nb, y, ldy);
+    case 2: return gemm_q4_0x8_mr<2>(w, xq, xd, xs, nb, y, ldy);
+    case 3: return gemm_q4_0x8_mr<3>(w, xq, xd, xs, nb, y, ldy);
+    default: return gemm_q4_0x8_mr<4>(w, xq, xd, xs, nb, y, ldy);
+  }
+}
+
 }  // namespace
 }  // namespace avx2
 
@@ -364,7 +492,10 @@ const KernelTable* avx2_kernels() {
                                  avx2::silu_mul,
                                  avx2::quantize_q8_0,
                                  avx2::dot_q8_0_rows,
-                                 avx2::dot_q4_0_rows};
+                                 avx2::dot_q4_0_rows,
+                                 avx2::quantize_act,
+                                 avx2::gemm_q8_0x8,
+                                 avx2::gemm_q4_0x8};
   const CpuFeatures f = cpu_features();
   return f.avx2 && f.fma && f.f16c && f.os_ymm ? &table : nullptr;
 }

@@ -88,4 +88,57 @@ void dequantize_row_q4_0_ref(const BlockQ4_0* in, float* out, int64_t cols) {
   }
 }
 
+void pack_q8_0x8(const BlockQ8_0* rows, int64_t nb, BlockQ8_0x8* out) {
+  for (int64_t b = 0; b < nb; ++b)
+    for (int c = 0; c < 8; ++c) {
+      const BlockQ8_0& r = rows[c * nb + b];
+      out[b].d[c] = r.d;
+      for (int t = 0; t < 8; ++t)
+        for (int j = 0; j < 4; ++j) out[b].qs[32 * t + 4 * c + j] = r.qs[4 * t + j];
+    }
+}
+
+void pack_q4_0x8(const BlockQ4_0* rows, int64_t nb, BlockQ4_0x8* out) {
+  for (int64_t b = 0; b < nb; ++b)
+    for (int c = 0; c < 8; ++c) {
+      const BlockQ4_0& r = rows[c * nb + b];
+      out[b].d[c] = r.d;
+      for (int s = 0; s < 4; ++s)
+        for (int j = 0; j < 4; ++j) out[b].qs[32 * s + 4 * c + j] = r.qs[4 * s + j];
+    }
+}
+
+void unpack_q8_0x8(const BlockQ8_0x8* in, int c, int64_t nb, BlockQ8_0* row) {
+  for (int64_t b = 0; b < nb; ++b) {
+    row[b].d = in[b].d[c];
+    for (int t = 0; t < 8; ++t)
+      for (int j = 0; j < 4; ++j) row[b].qs[4 * t + j] = in[b].qs[32 * t + 4 * c + j];
+  }
+}
+
+void unpack_q4_0x8(const BlockQ4_0x8* in, int c, int64_t nb, BlockQ4_0* row) {
+  for (int64_t b = 0; b < nb; ++b) {
+    row[b].d = in[b].d[c];
+    for (int s = 0; s < 4; ++s)
+      for (int j = 0; j < 4; ++j) row[b].qs[4 * s + j] = in[b].qs[32 * s + 4 * c + j];
+  }
+}
+
+void quantize_row_act_ref(const float* x, int64_t cols, int8_t* q, float* d, float* s) {
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    const float* xb = x + b * kQK;
+    float amax = 0;
+    for (int i = 0; i < kQK; ++i) amax = std::max(amax, std::abs(xb[i]));
+    const float db = amax / 127.0f;
+    const float id = db != 0 ? 1.0f / db : 0.0f;
+    int32_t sum = 0;
+    for (int i = 0; i < kQK; ++i) {
+      q[b * kQK + i] = static_cast<int8_t>(std::nearbyint(xb[i] * id));
+      sum += q[b * kQK + i];
+    }
+    d[b] = db;
+    s[b] = db * static_cast<float>(sum);
+  }
+}
+
 }  // namespace qvl

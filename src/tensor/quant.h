@@ -27,6 +27,34 @@ struct BlockQ4_0 {
 };
 static_assert(sizeof(BlockQ4_0) == 18, "Q4_0 block must be 18 bytes (GGUF layout)");
 
+// Eight rows of blocks interleaved for the integer GEMM kernels: block b of rows 8g .. 8g+7 is one x8
+// block holding the 8 rows' scales, then their values in chunks of 4 consecutive values per row, so that one
+// 32-byte load holds 4 values of each of the 8 rows (one int32 lane per row).
+// Q8_0x8: qs[32 t + 4 c + j] = q_c[4 t + j] for row c < 8, chunk t < 8, j < 4.
+struct BlockQ8_0x8 {
+  uint16_t d[8];
+  int8_t qs[8 * kQK];
+};
+static_assert(sizeof(BlockQ8_0x8) == 8 * sizeof(BlockQ8_0), "Q8_0x8 holds exactly 8 Q8_0 blocks");
+
+// Q4_0x8: qs[32 s + 4 c + j] = Q4_0 byte qs_c[4 s + j] (s < 4), i.e. q_c[4 s + j] in the low nibble and
+// q_c[16 + 4 s + j] in the high one; values d * (q - 8) as in Q4_0.
+struct BlockQ4_0x8 {
+  uint16_t d[8];
+  uint8_t qs[4 * kQK];
+};
+static_assert(sizeof(BlockQ4_0x8) == 8 * sizeof(BlockQ4_0), "Q4_0x8 holds exactly 8 Q4_0 blocks");
+
+// Packs 8 rows of nb blocks each (row c at rows + c * nb) into nb interleaved blocks, and back (row c).
+void pack_q8_0x8(const BlockQ8_0* rows, int64_t nb, BlockQ8_0x8* out);
+void pack_q4_0x8(const BlockQ4_0* rows, int64_t nb, BlockQ4_0x8* out);
+void unpack_q8_0x8(const BlockQ8_0x8* in, int c, int64_t nb, BlockQ8_0* row);
+void unpack_q4_0x8(const BlockQ4_0x8* in, int c, int64_t nb, BlockQ4_0* row);
+
+// Activations quantized for the integer kernels: per block of 32 values, q = round(x / d) with
+// d = amax / 127 kept in float32, and s = d * sum(q) (what Q4_0's offset of 8 needs).
+void quantize_row_act_ref(const float* x, int64_t cols, int8_t* q, float* d, float* s);
+
 // The storage of a weight matrix: float types as in the checkpoint, or quantized blocks along each row.
 enum class WeightType { kF32, kF16, kBF16, kQ8_0, kQ4_0 };
 
