@@ -46,16 +46,53 @@ Result<Mat> convert_matrix(const Mat& m, WeightType type, const std::string& nam
   const size_t rb = row_bytes(type, m.cols);
   arena.push_back(std::make_unique<uint8_t[]>(rb * static_cast<size_t>(m.rows)));
   uint8_t* dst = arena.back().get();
-  pool.parallel_for(m.rows, 64, [&](int, int64_t r0, int64_t r1) {
-    std::vector<float> row(static_cast<size_t>(m.cols));
-    for (int64_t r = r0; r < r1; ++r) {
-      m.row_to_f32(r, row.data());
-      narrow_row(row.data(), type, dst + rb * static_cast<size_t>(r), m.cols);
+  Mat out{type, m.rows, m.cols, dst};
+  if (is_quantized(type) && m.rows % 8 == 0) {
+    // Groups of 8 rows: quantized into a small buffer, then interleaved into place.
+    pool.parallel_for(m.rows / 8, 8, [&](int, int64_t g0, int64_t g1) {
+      std::vector<float> row(static_cast<size_t>(m.cols));
+      std::vector<uint8_t> rows(8 * rb);
+      for (int64_t g = g0; g < g1; ++g) {
+        for (int c = 0; c < 8; ++c) {
+          m.row_to_f32(8 * g + c, row.data());
+          narrow_row(row.data(), type, rows.data() + c * rb, m.cols);
+        }
+        interleave8(Mat{type, 8, m.cols, rows.data()}, dst + 8 * rb * static_cast<size_t>(g));
+      }
+    });
+    out.layout = Layout::kInterleaved8;
+  } else {
+    pool.parallel_for(m.rows, 64, [&](int, int64_t r0, int64_t r1) {
+      std::vector<float> row(static_cast<size_t>(m.cols));
+      for (int64_t r = r0; r < r1; ++r) {
+        m.row_to_f32(r, row.data());
+        narrow_row(row.data(), type, dst + rb * static_cast<size_t>(r), m.cols);
+      }
+    });
+  }
+  // The source (a view into the checkpoint's mapping, or an earlier conversion) is not read again.
+  SafetensorsModel::release(m.data, m.bytes());
+  return out;
+}
+
+Result<Mat> interleave_matrix(const Mat& m, ThreadPool& pool, WeightArena& arena) {
+  if (!is_quantized(m.type) || m.layout != Layout::kRows || m.rows % 8 != 0) return m;
+  arena.push_back(std::make_unique<uint8_t[]>(m.bytes()));
+  uint8_t* dst = arena.back().get();
+  const size_t group_bytes = 8 * row_bytes(m.type, m.cols);
+  pool.parallel_for(m.rows / 8, 64, [&](int, int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      Mat rows = m;
+      rows.rows = 8;
+      rows.data = m.row(8 * g);
+      interleave8(rows, dst + group_bytes * static_cast<size_t>(g));
     }
   });
-  // The source (a view into the checkpoint's mapping, or an earlier conversion) is not read again.
-  SafetensorsModel::release(m.data, row_bytes(m.type, m.cols) * static_cast<size_t>(m.rows));
-  return Mat{type, m.rows, m.cols, dst};
+  SafetensorsModel::release(m.data, m.bytes());
+  Mat out = m;
+  out.data = dst;
+  out.layout = Layout::kInterleaved8;
+  return out;
 }
 
 std::vector<std::pair<std::string, Mat*>> convertible_matrices(TextW& text, VisionW& vision, bool with_text,
@@ -93,15 +130,21 @@ std::vector<std::pair<std::string, Mat*>> convertible_matrices(TextW& text, Visi
 }
 
 Status convert_weights(TextW& text, VisionW& vision, const WeightTypes& types, ThreadPool& pool, WeightArena& arena) {
-  // A matrix already stored quantized (a `qvl quantize` directory) stays as it is: converting it again
-  // could only lose precision.
+  // A matrix already stored quantized (a `qvl quantize` directory) keeps its values: converting it again
+  // could only lose precision; if stored row by row, it is interleaved for the integer GEMM.
   for (auto& [name, m] : convertible_matrices(text, vision, types.text.has_value(), false)) {
-    if (is_quantized(m->type)) continue;
-    QVL_ASSIGN_OR_RETURN(*m, convert_matrix(*m, *types.text, name, pool, arena));
+    if (is_quantized(m->type)) {
+      QVL_ASSIGN_OR_RETURN(*m, interleave_matrix(*m, pool, arena));
+    } else {
+      QVL_ASSIGN_OR_RETURN(*m, convert_matrix(*m, *types.text, name, pool, arena));
+    }
   }
   for (auto& [name, m] : convertible_matrices(text, vision, false, types.vision.has_value())) {
-    if (is_quantized(m->type)) continue;
-    QVL_ASSIGN_OR_RETURN(*m, convert_matrix(*m, *types.vision, name, pool, arena));
+    if (is_quantized(m->type)) {
+      QVL_ASSIGN_OR_RETURN(*m, interleave_matrix(*m, pool, arena));
+    } else {
+      QVL_ASSIGN_OR_RETURN(*m, convert_matrix(*m, *types.vision, name, pool, arena));
+    }
   }
   return Status::Ok();
 }

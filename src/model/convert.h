@@ -25,9 +25,14 @@ WeightTypes default_weight_types();
 // Owns converted matrices.
 using WeightArena = std::vector<std::unique_ptr<uint8_t[]>>;
 
-// Converts `m` to `type` (rows widened to float32, then narrowed/quantized), storing the result in `arena`.
-// Quantized types need cols % 32 == 0; returns an error naming `name` otherwise.
+// Converts `m` to `type` (rows widened to float32, then narrowed/quantized), storing the result in `arena`;
+// quantized results with rows % 8 == 0 are interleaved (Layout::kInterleaved8). Quantized types need
+// cols % 32 == 0; returns an error naming `name` otherwise.
 Result<Mat> convert_matrix(const Mat& m, WeightType type, const std::string& name, ThreadPool& pool, WeightArena& arena);
+
+// A row-ordered quantized matrix with rows % 8 == 0 copied into the interleaved layout (Layout::
+// kInterleaved8) the integer GEMM reads; anything else is returned as it is.
+Result<Mat> interleave_matrix(const Mat& m, ThreadPool& pool, WeightArena& arena);
 
 // The matrices conversion applies to, with their checkpoint tensor names: the text decoder's attention and
 // MLP matrices and the LM head ("lm_head.weight"), the vision tower's patch embedding, blocks and mergers.

@@ -46,7 +46,8 @@ Status write_converted_model(const Model& model, const std::string& out_dir) {
     if (is_quantized(m->type)) {
       tensors.push_back(tensor_from_memory(name, DType::kU8,
                                            {m->rows, static_cast<int64_t>(row_bytes(m->type, m->cols))}, m->data));
-      metadata[quantized_type_key(name)] = weight_type_name(m->type);
+      metadata[quantized_type_key(name)] =
+          std::string(weight_type_name(m->type)) + (m->layout == Layout::kInterleaved8 ? "x8" : "");
     } else {
       const TensorView* t = ckpt.find(name);
       std::vector<int64_t> shape = t ? t->shape : std::vector<int64_t>{m->rows, m->cols};

@@ -31,17 +31,26 @@ class Binder {
   }
 
   // A matrix [rows, cols]; tensors of more dimensions (the Conv3d kernel) are flattened after the first.
-  // A matrix `qvl quantize` stored as U8 rows of blocks is named in the metadata as quantized_type_key.
+  // A matrix `qvl quantize` stored as U8 blocks is named in the metadata as quantized_type_key: "q8_0" or
+  // "q4_0" for rows of blocks, "q8_0x8" or "q4_0x8" for interleaved groups of 8 rows.
   Result<Mat> mat(const std::string& name, const std::vector<int64_t>& shape) const {
     int64_t cols = 1;
     for (size_t i = 1; i < shape.size(); ++i) cols *= shape[i];
     if (const std::string* q = f_.metadata(quantized_type_key(name))) {
+      std::string type_name = *q;
+      Layout layout = Layout::kRows;
+      if (type_name.size() > 2 && type_name.compare(type_name.size() - 2, 2, "x8") == 0) {
+        type_name.resize(type_name.size() - 2);
+        layout = Layout::kInterleaved8;
+      }
       WeightType type;
-      if (!weight_type_from_name(*q, &type) || !is_quantized(type) || cols % kQK != 0)
-        return Status::Error("tensor " + name + ": metadata names type '" + *q + "', expected q8_0 or q4_0");
+      if (!weight_type_from_name(type_name, &type) || !is_quantized(type) || cols % kQK != 0 ||
+          (layout == Layout::kInterleaved8 && shape[0] % 8 != 0))
+        return Status::Error("tensor " + name + ": metadata names type '" + *q +
+                             "', expected q8_0, q4_0, q8_0x8 or q4_0x8 (x8: rows a multiple of 8)");
       QVL_ASSIGN_OR_RETURN(const TensorView* t, get(name, {shape[0], static_cast<int64_t>(row_bytes(type, cols))}));
       if (t->dtype != DType::kU8) return Status::Error("tensor " + name + " is quantized but not stored as U8");
-      return Mat{type, shape[0], cols, t->data};
+      return Mat{type, shape[0], cols, t->data, layout};
     }
     QVL_ASSIGN_OR_RETURN(const TensorView* t, get(name, shape));
     if (t->dtype == DType::kU8) return Status::Error("tensor " + name + " is U8 without a quantization type in the metadata");

@@ -58,7 +58,8 @@ struct TextW {
   Mat lm_head;              // [vocab, hidden]: the embedding itself when tied
 };
 
-// The metadata key under which `qvl quantize` records a quantized matrix's type ("q8_0", "q4_0"); the
+// The metadata key under which `qvl quantize` records a quantized matrix's type ("q8_0", "q4_0", or with
+// "x8" appended when its rows are interleaved in groups of 8); the
 // tensor itself is stored as U8 [rows, row_bytes].
 std::string quantized_type_key(const std::string& tensor);
 
