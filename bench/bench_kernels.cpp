@@ -47,6 +47,10 @@ Weights make_weights(WeightType type, int64_t m, int64_t k) {
     }
   }
   w.mat = Mat{type, m, k, w.data.data()};
+  if (is_quantized(type) && m % 8 == 0) {  // as the loader stores them
+    std::vector<uint8_t> rows = w.data;
+    w.mat = interleave8(Mat{type, m, k, rows.data()}, w.data.data());
+  }
   return w;
 }
 
@@ -64,7 +68,8 @@ void BM_Matmul(benchmark::State& state) {
   state.counters["GFLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   state.counters["GB/s"] = benchmark::Counter(static_cast<double>(w.data.size()), benchmark::Counter::kIsIterationInvariantRate,
                                               benchmark::Counter::kIs1000);
-  state.SetLabel(std::string(weight_type_name(type)) + " " + kernels().name);
+  state.SetLabel(std::string(weight_type_name(type)) + (w.mat.layout == Layout::kInterleaved8 ? "x8 " : " ") +
+                 kernels().name);
 }
 
 void MatmulShapes(benchmark::internal::Benchmark* b) {

@@ -392,6 +392,10 @@ inline __m256i bcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
+// Pins a vector to a register at this point: without it GCC reassociates the integer sums of a block into
+// a tree over all 32 products and spills them to the stack (2x slower, bench_kernels).
+#define QVL_KEEP_IN_REGISTER(v) asm("" : "+x"(v))
+
 // The integer GEMM tiles (see kernels.h). Each 32-byte weight load holds 4 values of each of the group's
 // 8 rows; it is multiplied by the activation row's matching 4 values broadcast to every lane, so the
 // int32 lanes of the sums are the 8 rows' dot products and one vector of scales finishes a block.
@@ -413,6 +417,7 @@ void gemm_q8_0x8_mr(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, int
         const __m256i x = bcast4(xq + (i * nb + b) * kQK + 4 * t);
         const __m256i p = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(x, wq));
         isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(p, ones));
+        QVL_KEEP_IN_REGISTER(isum[i]);
       }
     }
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].d)));
@@ -445,6 +450,7 @@ void gemm_q4_0x8_mr(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, con
         const int8_t* x = xq + (i * nb + b) * kQK;
         s16[i] = _mm256_add_epi16(s16[i], _mm256_maddubs_epi16(lo, bcast4(x + 4 * s)));
         s16[i] = _mm256_add_epi16(s16[i], _mm256_maddubs_epi16(hi, bcast4(x + 16 + 4 * s)));
+        QVL_KEEP_IN_REGISTER(s16[i]);
       }
     }
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].d)));
