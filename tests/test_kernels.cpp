@@ -207,7 +207,8 @@ TEST(Kernels, QuantizeActMatchesReferenceBitForBit) {
       if (cols > 32) x[40] = -1e6f;
       const int64_t nb = cols / kQK;
       std::vector<int8_t> qa(cols), qb(cols);
-      std::vector<float> da(nb), db(nb), sa(nb), sb(nb);
+      std::vector<float> da(nb), db(nb);
+      std::vector<int32_t> sa(nb), sb(nb);
       quantize_row_act_ref(x.data(), cols, qa.data(), da.data(), sa.data());
       t->quantize_act(x.data(), cols, qb.data(), db.data(), sb.data());
       EXPECT_EQ(qa, qb) << t->name << " cols " << cols;
@@ -232,7 +233,8 @@ void check_interleaved_gemm(WeightType type) {
     }
     const Mat w = interleave8(Mat{type, 8, k, rows.data()}, packed.data());
     std::vector<int8_t> q(4 * k);
-    std::vector<float> d(4 * nb), s(4 * nb);
+    std::vector<float> d(4 * nb);
+    std::vector<int32_t> s(4 * nb);
     for (int i = 0; i < 4; ++i) quantize_row_act_ref(xf.data() + i * k, k, q.data() + i * k, d.data() + i * nb, s.data() + i * nb);
     for (int mr = 1; mr <= 4; ++mr) {
       float ya[4 * 8], yb[4 * 8];

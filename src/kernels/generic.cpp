@@ -113,9 +113,9 @@ void dot_q4_0_rows(const BlockQ4_0* w, const BlockQ8_0* x, int64_t nb, float* y,
 }
 
 // Per block: the exact integer dot, then acc = fma(d_w * d_x, isum, acc).
-void gemm_q8_0x8(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const float* xs, int64_t nb, float* y,
+void gemm_q8_0x8(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
                  int64_t ldy, int mr) {
-  (void)xs;
+  (void)xsum;
   for (int i = 0; i < mr; ++i)
     for (int c = 0; c < 8; ++c) {
       float acc = 0;
@@ -130,9 +130,8 @@ void gemm_q8_0x8(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const 
     }
 }
 
-// Per block: isum = sum(u * q) over the unsigned nibbles u = w / d + 8, then
-// acc = fma(d_w, fma(isum, d_x, -8 * s_x), acc), since d_x * sum((u - 8) q) = d_x * isum - 8 * s_x.
-void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const float* xs, int64_t nb, float* y,
+// Per block: isum = sum((u - 8) * q) = sum(u * q) - 8 * sum(q) over the unsigned nibbles u, then as Q8_0.
+void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
                  int64_t ldy, int mr) {
   for (int i = 0; i < mr; ++i)
     for (int c = 0; c < 8; ++c) {
@@ -145,8 +144,8 @@ void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const 
             const uint8_t v = w[b].qs[32 * s + 4 * c + j];
             isum += (v & 0x0F) * int32_t{x[4 * s + j]} + (v >> 4) * int32_t{x[16 + 4 * s + j]};
           }
-        const float t = std::fma(static_cast<float>(isum), xd[i * nb + b], -8.0f * xs[i * nb + b]);
-        acc = std::fma(f16_to_f32(w[b].d[c]), t, acc);
+        isum -= 8 * xsum[i * nb + b];
+        acc = std::fma(f16_to_f32(w[b].d[c]) * xd[i * nb + b], static_cast<float>(isum), acc);
       }
       y[i * ldy + c] = acc;
     }

@@ -38,16 +38,16 @@ struct KernelTable {
   void (*dot_q4_0_rows)(const BlockQ4_0* w, const BlockQ8_0* x, int64_t nb, float* y, int64_t ldy, int mr);
 
   // Quantizes one activation row (cols % 32 == 0) exactly as quantize_row_act_ref: int8 values, float32
-  // block scales d and s = d * sum(q).
-  void (*quantize_act)(const float* x, int64_t cols, int8_t* q, float* d, float* s);
+  // block scales d and int32 block sums of q.
+  void (*quantize_act)(const float* x, int64_t cols, int8_t* q, float* d, int32_t* sum);
 
   // The integer GEMM tile: y[i * ldy + c] = dot(row c of the interleaved weight group w, activation row i)
   // for i < mr <= 4 and the group's 8 rows c, over nb blocks. Activation row i is xq + i * nb * 32 with
-  // scales xd + i * nb, xs + i * nb (quantize_act's output, rows one after another). Per block the
-  // integer dot is exact and scaled in float32 as the generic twin does, so the results agree bit for bit.
-  void (*gemm_q8_0x8)(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const float* xs, int64_t nb,
+  // scales xd + i * nb and sums xsum + i * nb (quantize_act's output, rows one after another). Per block
+  // the integer dot is exact and then acc = fma(d_w * d_x, isum, acc), so every table agrees bit for bit.
+  void (*gemm_q8_0x8)(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
                       float* y, int64_t ldy, int mr);
-  void (*gemm_q4_0x8)(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const float* xs, int64_t nb,
+  void (*gemm_q4_0x8)(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
                       float* y, int64_t ldy, int mr);
 };
 

@@ -99,7 +99,8 @@ void matmul_quantized(ThreadPool& pool, const KernelTable& K, const float* x, in
 // Activation rows quantized once per product (quantize_act), reused by every weight group.
 struct QuantizedRows {
   std::vector<int8_t> q;
-  std::vector<float> d, s;
+  std::vector<float> d;
+  std::vector<int32_t> sum;
 };
 
 // This many activation rows are multiplied with all of a thread's weight groups before the next rows:
@@ -114,10 +115,10 @@ void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, 
   thread_local QuantizedRows xq;
   xq.q.resize(static_cast<size_t>(n * k));
   xq.d.resize(static_cast<size_t>(n * nb));
-  xq.s.resize(static_cast<size_t>(n * nb));
+  xq.sum.resize(static_cast<size_t>(n * nb));
   int8_t* q = xq.q.data();
   float* d = xq.d.data();
-  float* s = xq.s.data();
+  int32_t* s = xq.sum.data();
   pool.parallel_for(n, 4, [&](int, int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) K.quantize_act(x + i * k, k, q + i * k, d + i * nb, s + i * nb);
   });

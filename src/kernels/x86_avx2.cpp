@@ -352,7 +352,7 @@ void dot_q4_0_rows(const BlockQ4_0* w, const BlockQ8_0* x, int64_t nb, float* y,
 }
 
 // Quantizes one activation row as quantize_row_act_ref (same arithmetic, float32 scales and sums).
-void quantize_act(const float* x, int64_t cols, int8_t* q, float* d, float* s) {
+void quantize_act(const float* x, int64_t cols, int8_t* q, float* d, int32_t* sum) {
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < cols / kQK; ++b) {
     const float* xb = x + b * kQK;
@@ -381,7 +381,7 @@ void quantize_act(const float* x, int64_t cols, int8_t* q, float* d, float* s) {
     p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kQK), p);
     d[b] = db;
-    s[b] = db * static_cast<float>(_mm_cvtsi128_si32(s4));
+    sum[b] = _mm_cvtsi128_si32(s4);
   }
 }
 
@@ -431,12 +431,11 @@ void gemm_q8_0x8_mr(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, int
 
 // Q4_0: the nibbles u in [0, 15] are maddubs's unsigned operand; a pair sum is at most 2 * 15 * 127 and
 // all 8 chunks of a block at most 30480, so the block's products add up in int16 before one madd. The
-// offset of 8 comes back through s = d * sum(x): d_x * sum((u - 8) x) = d_x * isum - 8 * s.
+// offset of 8 comes off in integers: sum((u - 8) x) = sum(u x) - 8 sum(x).
 template <int MR>
-void gemm_q4_0x8_mr(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const float* xs, int64_t nb, float* y,
-                    int64_t ldy) {
+void gemm_q4_0x8_mr(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
+                    float* y, int64_t ldy) {
   const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0F);
-  const __m256 minus8 = _mm256_set1_ps(-8.0f);
   __m256 acc[MR];
   for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -455,18 +454,18 @@ void gemm_q4_0x8_mr(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, con
     }
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].d)));
     for (int i = 0; i < MR; ++i) {
-      const __m256 isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[i], ones));
-      const __m256 t = _mm256_fmadd_ps(isum, _mm256_set1_ps(xd[i * nb + b]),
-                                       _mm256_mul_ps(_mm256_set1_ps(xs[i * nb + b]), minus8));
-      acc[i] = _mm256_fmadd_ps(dw, t, acc[i]);
+      const __m256i isum =
+          _mm256_sub_epi32(_mm256_madd_epi16(s16[i], ones), _mm256_set1_epi32(8 * xsum[i * nb + b]));
+      const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(xd[i * nb + b]));
+      acc[i] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), acc[i]);
     }
   }
   for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + i * ldy, acc[i]);
 }
 
-void gemm_q8_0x8(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const float* xs, int64_t nb, float* y,
+void gemm_q8_0x8(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
                  int64_t ldy, int mr) {
-  (void)xs;
+  (void)xsum;
   switch (mr) {
     case 1: return gemm_q8_0x8_mr<1>(w, xq, xd, nb, y, ldy);
     case 2: return gemm_q8_0x8_mr<2>(w, xq, xd, nb, y, ldy);
@@ -475,13 +474,13 @@ void gemm_q8_0x8(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const 
   }
 }
 
-void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const float* xs, int64_t nb, float* y,
+void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
                  int64_t ldy, int mr) {
   switch (mr) {
-    case 1: return gemm_q4_0x8_mr<1>(w, xq, xd, xs, nb, y, ldy);
-    case 2: return gemm_q4_0x8_mr<2>(w, xq, xd, xs, nb, y, ldy);
-    case 3: return gemm_q4_0x8_mr<3>(w, xq, xd, xs, nb, y, ldy);
-    default: return gemm_q4_0x8_mr<4>(w, xq, xd, xs, nb, y, ldy);
+    case 1: return gemm_q4_0x8_mr<1>(w, xq, xd, xsum, nb, y, ldy);
+    case 2: return gemm_q4_0x8_mr<2>(w, xq, xd, xsum, nb, y, ldy);
+    case 3: return gemm_q4_0x8_mr<3>(w, xq, xd, xsum, nb, y, ldy);
+    default: return gemm_q4_0x8_mr<4>(w, xq, xd, xsum, nb, y, ldy);
   }
 }
 

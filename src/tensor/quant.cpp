@@ -124,7 +124,7 @@ void unpack_q4_0x8(const BlockQ4_0x8* in, int c, int64_t nb, BlockQ4_0* row) {
   }
 }
 
-void quantize_row_act_ref(const float* x, int64_t cols, int8_t* q, float* d, float* s) {
+void quantize_row_act_ref(const float* x, int64_t cols, int8_t* q, float* d, int32_t* sum_out) {
   for (int64_t b = 0; b < cols / kQK; ++b) {
     const float* xb = x + b * kQK;
     float amax = 0;
@@ -137,7 +137,7 @@ void quantize_row_act_ref(const float* x, int64_t cols, int8_t* q, float* d, flo
       sum += q[b * kQK + i];
     }
     d[b] = db;
-    s[b] = db * static_cast<float>(sum);
+    sum_out[b] = sum;
   }
 }
 

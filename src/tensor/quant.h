@@ -52,8 +52,8 @@ void unpack_q8_0x8(const BlockQ8_0x8* in, int c, int64_t nb, BlockQ8_0* row);
 void unpack_q4_0x8(const BlockQ4_0x8* in, int c, int64_t nb, BlockQ4_0* row);
 
 // Activations quantized for the integer kernels: per block of 32 values, q = round(x / d) with
-// d = amax / 127 kept in float32, and s = d * sum(q) (what Q4_0's offset of 8 needs).
-void quantize_row_act_ref(const float* x, int64_t cols, int8_t* q, float* d, float* s);
+// d = amax / 127 kept in float32, and sum = sum(q) (what offsets such as Q4_0's 8 need).
+void quantize_row_act_ref(const float* x, int64_t cols, int8_t* q, float* d, int32_t* sum);
 
 // The storage of a weight matrix: float types as in the checkpoint, or quantized blocks along each row.
 enum class WeightType { kF32, kF16, kBF16, kQ8_0, kQ4_0 };
