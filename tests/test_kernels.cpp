@@ -27,12 +27,13 @@ std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
 std::vector<const KernelTable*> simd_tables() {
   std::vector<const KernelTable*> t;
   if (avx2_kernels()) t.push_back(avx2_kernels());
+  if (avx512vnni_kernels()) t.push_back(avx512vnni_kernels());
   return t;
 }
 
 TEST(Kernels, DispatchPicksAvailableTable) {
   const KernelTable& k = kernels();
-  EXPECT_TRUE(std::string(k.name) == "generic" || std::string(k.name) == "avx2");
+  EXPECT_TRUE(std::string(k.name) == "generic" || std::string(k.name) == "avx2" || std::string(k.name) == "avx512vnni");
   if (!avx2_kernels()) GTEST_SKIP() << "no AVX2 here: only the generic table is tested";
 }
 

@@ -11,6 +11,27 @@
 
 namespace qvl {
 
+namespace avx512vnni {  // x86_avx512vnni.cpp
+void gemm_q8_0x8(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr);
+void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr);
+}  // namespace avx512vnni
+
+const KernelTable* avx512vnni_kernels() {
+  const KernelTable* base = avx2_kernels();
+  const CpuFeatures f = cpu_features();
+  if (!base || !(f.avx512f && f.avx512vl && f.avx512vnni && f.os_zmm)) return nullptr;
+  static const KernelTable table = [base] {
+    KernelTable t = *base;
+    t.name = "avx512vnni";
+    t.gemm_q8_0x8 = avx512vnni::gemm_q8_0x8;
+    t.gemm_q4_0x8 = avx512vnni::gemm_q4_0x8;
+    return t;
+  }();
+  return &table;
+}
+
 CpuFeatures cpu_features() {
   CpuFeatures f;
 #if defined(__x86_64__)
@@ -22,11 +43,14 @@ CpuFeatures cpu_features() {
   if (osxsave) {
     unsigned lo, hi;
     __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    f.os_ymm = (lo & 0x6) == 0x6;  // SSE and AVX state enabled by the OS
+    f.os_ymm = (lo & 0x6) == 0x6;    // SSE and AVX state enabled by the OS
+    f.os_zmm = (lo & 0xE6) == 0xE6;  // and the AVX-512 opmask and upper registers
   }
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
     f.avx2 = b & (1u << 5);
     f.avx512f = b & (1u << 16);
+    f.avx512vl = b & (1u << 31);
+    f.avx512vnni = c & (1u << 11);
   }
 #endif
   return f;
@@ -34,16 +58,20 @@ CpuFeatures cpu_features() {
 
 const KernelTable& kernels() {
   static const KernelTable* chosen = [] {
-    const KernelTable* best = avx2_kernels();
+    const KernelTable* avx2 = avx2_kernels();
+    const KernelTable* vnni = avx512vnni_kernels();
+    const KernelTable* best = vnni ? vnni : avx2;
     const char* want = std::getenv("QVL_ISA");
     if (want && *want) {
       if (!std::strcmp(want, "generic")) return &generic_kernels();
-      if (!std::strcmp(want, "avx2")) {
-        if (best) return best;
-        std::fprintf(stderr, "qvl: QVL_ISA=avx2 but this CPU/OS cannot run AVX2+FMA+F16C; using generic kernels\n");
-        return &generic_kernels();
+      if (!std::strcmp(want, "avx2") || !std::strcmp(want, "avx512vnni")) {
+        const KernelTable* t = !std::strcmp(want, "avx2") ? avx2 : vnni;
+        if (t) return t;
+        std::fprintf(stderr, "qvl: QVL_ISA=%s but this CPU/OS cannot run it; using %s kernels\n", want,
+                     best ? best->name : "generic");
+      } else {
+        std::fprintf(stderr, "qvl: QVL_ISA=%s is not one of generic, avx2, avx512vnni; ignoring it\n", want);
       }
-      std::fprintf(stderr, "qvl: QVL_ISA=%s is not one of generic, avx2; ignoring it\n", want);
     }
     return best ? best : &generic_kernels();
   }();

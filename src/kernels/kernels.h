@@ -1,5 +1,5 @@
 // The table of compute kernels, chosen once at start-up for the best instruction set the CPU and OS
-// support (CPUID + XGETBV), overridable with QVL_ISA=generic|avx2 for tests. Every entry of the AVX2 table
+// support (CPUID + XGETBV), overridable with QVL_ISA=generic|avx2|avx512vnni for tests and comparisons. Every entry of the AVX2 table
 // has a scalar twin in generic.cpp that defines what it must compute.
 #pragma once
 
@@ -54,6 +54,9 @@ struct KernelTable {
 const KernelTable& generic_kernels();
 // Null when the machine (CPU or OS) cannot run AVX2 + FMA + F16C.
 const KernelTable* avx2_kernels();
+// The AVX2 table with AVX-512 VNNI integer GEMM tiles (256-bit vpdpbusd); null without AVX2, AVX-512F/VL/
+// VNNI or the OS's AVX-512 state.
+const KernelTable* avx512vnni_kernels();
 
 // The table in use: the best available, or the one QVL_ISA names (an unavailable one is an error printed
 // once at start-up, falling back to generic).
@@ -61,7 +64,8 @@ const KernelTable& kernels();
 
 // What the CPU and OS support.
 struct CpuFeatures {
-  bool avx2 = false, fma = false, f16c = false, avx512f = false, os_ymm = false;
+  bool avx2 = false, fma = false, f16c = false, avx512f = false, avx512vl = false, avx512vnni = false;
+  bool os_ymm = false, os_zmm = false;
 };
 CpuFeatures cpu_features();
 

@@ -104,8 +104,9 @@ struct QuantizedRows {
 };
 
 // This many activation rows are multiplied with all of a thread's weight groups before the next rows:
-// their int8 values (64 x cols bytes) stay in L2 while each group's blocks stream from L1/L2.
-constexpr int64_t kRowBlock = 64;
+// their int8 values (128 x cols bytes) stay in L2 while each group's blocks stream from L1/L2 (64 and
+// 256 measured slower on the vision and prefill shapes, bench_kernels).
+constexpr int64_t kRowBlock = 128;
 
 // Interleaved quantized weights: one thread per range of 8-row groups; for each block of activation rows,
 // each group is dotted with 4 activation rows at a time by the integer GEMM tile.
