@@ -138,7 +138,7 @@ void check_case(const Model& model, ThreadPool& pool, const std::string& name) {
     layers[key].assign(data, data + count);
   };
   const int64_t V = model.config().text.vocab_size;
-  KVCache cache(model.config().text, n + 8);
+  KVCache cache(model.config().text, n + 8, KVType::kF32);  // exactly what transformers computes
   std::vector<float> logits(static_cast<size_t>(n * V));
   const int32_t* p3[3] = {pos->pos[0].data(), pos->pos[1].data(), pos->pos[2].data()};
   text_forward(model, pool, cache, ids->data(), n, p3, pre.empty() ? nullptr : &visual, LogitsMode::kAll,
@@ -193,6 +193,32 @@ TEST_F(ModelForward, TextOnly) { check_case(*model_, *pool_, "text_only"); }
 TEST_F(ModelForward, OneImage) { check_case(*model_, *pool_, "one_image"); }
 TEST_F(ModelForward, TwoImages) { check_case(*model_, *pool_, "two_images"); }
 TEST_F(ModelForward, TwoTurnsImageInFirst) { check_case(*model_, *pool_, "two_turns"); }
+
+// The f16 cache (the default) against the f32 one: a 40-token prefill, then 8 single-token steps (the
+// decode path), logits within 1e-2 of the largest logit and the same argmax at every step.
+TEST_F(ModelForward, F16CacheFollowsTheF32Cache) {
+  const TextConfig& tc = model_->config().text;
+  const int64_t V = tc.vocab_size, n0 = 40, steps = 8;
+  std::vector<int32_t> ids(n0 + steps), p(n0 + steps);
+  for (int64_t i = 0; i < n0 + steps; ++i) ids[i] = static_cast<int32_t>((i * 7919 + 13) % 1000), p[i] = static_cast<int32_t>(i);
+  KVCache c32(tc, n0 + steps, KVType::kF32), c16(tc, n0 + steps, KVType::kF16);
+  std::vector<float> l32(V), l16(V);
+  for (int64_t at = 0; at < n0 + steps; at += (at == 0 ? n0 : 1)) {
+    const int64_t n = at == 0 ? n0 : 1;
+    const int32_t* p3[3] = {&p[at], &p[at], &p[at]};
+    text_forward(*model_, *pool_, c32, &ids[at], n, p3, nullptr, LogitsMode::kLast, l32.data());
+    text_forward(*model_, *pool_, c16, &ids[at], n, p3, nullptr, LogitsMode::kLast, l16.data());
+    double max_abs = 0, max_err = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      max_abs = std::max(max_abs, std::abs(double{l32[v]}));
+      max_err = std::max(max_err, std::abs(double{l32[v]} - l16[v]));
+    }
+    EXPECT_LE(max_err / max_abs, 1e-2) << "at position " << at;
+    EXPECT_GT(max_err, 0.0) << "the f16 cache should round something";
+    EXPECT_EQ(std::max_element(l32.begin(), l32.end()) - l32.begin(), std::max_element(l16.begin(), l16.end()) - l16.begin())
+        << "at position " << at;
+  }
+}
 
 TEST_F(ModelForward, RejectsAPromptLongerThanTheContext) {
   ChatMessage m;

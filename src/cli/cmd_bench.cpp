@@ -17,7 +17,8 @@ namespace qvl::cli {
 namespace {
 const char kBenchUsage[] =
     "usage: qvl bench --model DIR [--image FILE] [-p TEXT] [-n N] [--runs R] [--json] [--threads N] [--ctx N]\n"
-    "                 [--text-weights T] [--vision-weights T] [--min-pixels N] [--max-pixels N]";
+    "                 [--text-weights T] [--vision-weights T] [--kv-type f16|f32] [--min-pixels N]\n"
+    "                 [--max-pixels N]";
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -52,7 +53,10 @@ int cmd_bench(const Args& args) {
     if (a == "--model") { model_dir = *v; ++i; }
     else if (a == "--image") { image_path = *v; ++i; }
     else if (a == "-p") { prompt = *v; ++i; }
-    else if (a == "--text-weights" || a == "--vision-weights") {
+    else if (a == "--kv-type") {
+      if (!kv_type_from_name(*v, &opts.kv_type)) return fail(cmd, a + ": unknown type '" + *v + "' (f16, f32)");
+      ++i;
+    } else if (a == "--text-weights" || a == "--vision-weights") {
       WeightType t;
       if (!weight_type_from_name(*v, &t)) return fail(cmd, a + ": unknown type '" + *v + "'");
       (a == "--text-weights" ? types.text : types.vision) = t;

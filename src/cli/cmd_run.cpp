@@ -17,7 +17,7 @@ namespace {
 const char kRunUsage[] =
     "usage: qvl run --model DIR [--image FILE ...] -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P]\n"
     "               [--seed S] [--system TEXT] [--threads N] [--ctx N] [--min-pixels N] [--max-pixels N]\n"
-    "               [--text-weights T] [--vision-weights T] [--ignore-eos] [--dump DIR]\n"
+    "               [--text-weights T] [--vision-weights T] [--kv-type f16|f32] [--ignore-eos] [--dump DIR]\n"
     "  T: f32, f16, bf16, q8_0 or q4_0 (quantized at load; default: as stored)";
 
 double now_ms() {
@@ -107,6 +107,10 @@ int cmd_run(const Args& args) {
     } else if (a == "--seed") {
       if ((rc = integer(0, (1ll << 62), seed))) return rc;
       seed_set = true;
+    } else if (a == "--kv-type") {
+      const std::string* v = value();
+      if ((rc = need(v))) return rc;
+      if (!kv_type_from_name(*v, &opts.kv_type)) return fail(cmd, a + ": unknown type '" + *v + "' (f16, f32)");
     } else if (a == "--text-weights" || a == "--vision-weights") {
       const std::string* v = value();
       if ((rc = need(v))) return rc;

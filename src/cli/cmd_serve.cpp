@@ -30,6 +30,7 @@ const char kServeUsage[] =
     "  --vision-weights T\n"
     "  --parallel N           requests decoding at once (default 1)\n"
     "  --ctx N                context per request: prompt + answer tokens (default 4096)\n"
+    "  --kv-type T            KV cache storage: f16 (default, half the memory) or f32\n"
     "  --min-pixels N         image size bounds (default: the model's preprocessor_config.json)\n"
     "  --max-pixels N\n"
     "  --timeout SEC          per request, queueing included; 0: none (default 600)\n"
@@ -122,6 +123,10 @@ int cmd_serve(const std::vector<std::string>& args) {
       if (rc == 0 && !weight_type_from_name(name, &t))
         return fail(cmd, a + ": unknown type '" + name + "' (f32, f16, bf16, q8_0, q4_0)");
       if (rc == 0) (a == "--text-weights" ? weight_types.text : weight_types.vision) = t;
+    } else if (a == "--kv-type") {
+      std::string name;
+      rc = text(name);
+      if (rc == 0 && !kv_type_from_name(name, &o.kv_type)) return fail(cmd, a + ": unknown type '" + name + "' (f16, f32)");
     } else if (a == "--parallel") {
       rc = integer(1, 64, o.parallel);
     } else if (a == "--ctx") {

@@ -9,6 +9,7 @@
 
 #include "engine/sampler.h"
 #include "io/image.h"
+#include "model/kv_type.h"
 #include "model/image_processor.h"
 #include "model/model.h"
 #include "tokenizer/chat_format.h"
@@ -22,6 +23,7 @@ struct GenerateOptions {
   std::vector<std::string> stop;        // stop strings (not included in the output)
   bool ignore_eos = false;              // keep going past end tokens (tests and benchmarks)
   int64_t context = 4096;               // KV cache size: prompt + generated tokens
+  KVType kv_type = KVType::kF16;        // how the KV cache stores keys and values
   ChatOptions chat;                     // add_generation_prompt, add_vision_id, tools
   PreprocessOptions image;              // min/max pixels
 };

@@ -80,7 +80,7 @@ Status Session::start(ThreadPool& pool, const std::vector<ChatMessage>& messages
   // Prefill.
   phase("prefill");
   t0 = now_ms();
-  cache_ = std::make_unique<KVCache>(cfg.text, options.context);
+  cache_ = std::make_unique<KVCache>(cfg.text, options.context, options.kv_type);
   logits_.resize(static_cast<size_t>(cfg.text.vocab_size));
   const int32_t* p3[3] = {pos.pos[0].data(), pos.pos[1].data(), pos.pos[2].data()};
   text_forward(model_, pool, *cache_, ids.data(), n_prompt, p3, pre.empty() ? nullptr : &visual, LogitsMode::kLast,

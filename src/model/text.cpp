@@ -12,11 +12,53 @@
 
 namespace qvl {
 
-KVCache::KVCache(const TextConfig& c, int64_t capacity)
-    : n_kv_(c.num_key_value_heads), head_dim_(c.head_dim), capacity_(capacity) {
+const char* kv_type_name(KVType t) { return t == KVType::kF16 ? "f16" : "f32"; }
+
+bool kv_type_from_name(const std::string& name, KVType* out) {
+  for (KVType t : {KVType::kF32, KVType::kF16})
+    if (name == kv_type_name(t)) {
+      *out = t;
+      return true;
+    }
+  return false;
+}
+
+KVCache::KVCache(const TextConfig& c, int64_t capacity, KVType type)
+    : n_kv_(c.num_key_value_heads), head_dim_(c.head_dim), capacity_(capacity), type_(type) {
   size_ = static_cast<size_t>(c.num_hidden_layers) * n_kv_ * capacity_ * head_dim_;
-  k_.reset(new float[size_]);  // uninitialised on purpose: untouched pages stay out of the resident set
-  v_.reset(new float[size_]);
+  k_.reset(new uint8_t[size_ * elem_bytes()]);  // uninitialised on purpose: untouched pages stay out of RSS
+  v_.reset(new uint8_t[size_ * elem_bytes()]);
+}
+
+void KVCache::store(int layer, int head, int64_t pos, const float* k, const float* v) {
+  const size_t at = index(layer, head, pos);
+  if (type_ == KVType::kF32) {
+    std::copy(k, k + head_dim_, reinterpret_cast<float*>(k_.get()) + at);
+    std::copy(v, v + head_dim_, reinterpret_cast<float*>(v_.get()) + at);
+    return;
+  }
+  uint16_t* kd = reinterpret_cast<uint16_t*>(k_.get()) + at;
+  uint16_t* vd = reinterpret_cast<uint16_t*>(v_.get()) + at;
+  for (int j = 0; j < head_dim_; ++j) {
+    kd[j] = f32_to_f16(k[j]);
+    vd[j] = f32_to_f16(v[j]);
+  }
+}
+
+const float* KVCache::read(const uint8_t* base, int layer, int head, int64_t n, std::vector<float>& buf) const {
+  const size_t at = index(layer, head, 0);
+  if (type_ == KVType::kF32) return reinterpret_cast<const float*>(base) + at;
+  buf.resize(static_cast<size_t>(n * head_dim_));
+  Mat{WeightType::kF16, 1, n * head_dim_, reinterpret_cast<const uint16_t*>(base) + at}.row_to_f32(0, buf.data());
+  return buf.data();
+}
+
+const float* KVCache::keys(int layer, int head, int64_t n, std::vector<float>& buf) const {
+  return read(k_.get(), layer, head, n, buf);
+}
+
+const float* KVCache::values(int layer, int head, int64_t n, std::vector<float>& buf) const {
+  return read(v_.get(), layer, head, n, buf);
 }
 
 void KVCache::truncate(int64_t n) {
@@ -100,17 +142,20 @@ void text_forward(const Model& model, ThreadPool& pool, KVCache& cache, const in
     }
     // key_states, value_states = past_key_values.update(key_states, value_states, self.layer_idx)
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t hh = 0; hh < nkv; ++hh) {
-        std::copy(&k[i * kvd + hh * hd], &k[i * kvd + hh * hd] + hd, cache.k(layer, static_cast<int>(hh), past + i));
-        std::copy(&v[i * kvd + hh * hd], &v[i * kvd + hh * hd] + hd, cache.v(layer, static_cast<int>(hh), past + i));
-      }
-    // Causal attention over the cache; query head hh reads kv head hh / (nh / nkv) (repeat_kv).
-    pool.parallel_for(nh, 1, [&](int, int64_t h0, int64_t h1) {
+      for (int64_t hh = 0; hh < nkv; ++hh)
+        cache.store(layer, static_cast<int>(hh), past + i, &k[i * kvd + hh * hd], &v[i * kvd + hh * hd]);
+    // Causal attention over the cache; query heads kv * group .. + group read kv head kv (repeat_kv), whose
+    // keys and values are read (widened from f16) once for the group.
+    const int64_t group = nh / nkv;
+    pool.parallel_for(nkv, 1, [&](int, int64_t kv0, int64_t kv1) {
       thread_local AttentionScratch scratch;
-      for (int64_t hh = h0; hh < h1; ++hh) {
-        const int kv = static_cast<int>(hh / (nh / nkv));
-        attention_head(&q[hh * hd], qd, n, cache.k(layer, kv, 0), hd, cache.v(layer, kv, 0), hd, past + n, hd, scale,
-                       /*causal_offset=*/past, &attn[hh * hd], qd, scratch);
+      thread_local std::vector<float> kbuf, vbuf;
+      for (int64_t kv = kv0; kv < kv1; ++kv) {
+        const float* kf = cache.keys(layer, static_cast<int>(kv), past + n, kbuf);
+        const float* vf = cache.values(layer, static_cast<int>(kv), past + n, vbuf);
+        for (int64_t hh = kv * group; hh < (kv + 1) * group; ++hh)
+          attention_head(&q[hh * hd], qd, n, kf, hd, vf, hd, past + n, hd, scale, /*causal_offset=*/past,
+                         &attn[hh * hd], qd, scratch);
       }
     });
     // hidden_states = residual + self.o_proj(attn_output)

@@ -5,40 +5,48 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "model/kv_type.h"
 #include "model/model.h"
 #include "util/thread_pool.h"
 
 namespace qvl {
 
-// Keys and values of every layer for the tokens seen so far, float32: [layer][kv_head][position][head_dim].
+// Keys and values of every layer for the tokens seen so far: [layer][kv_head][position][head_dim].
 class KVCache {
  public:
-  KVCache(const TextConfig& c, int64_t capacity);
+  KVCache(const TextConfig& c, int64_t capacity, KVType type = KVType::kF16);
   int64_t capacity() const { return capacity_; }
   int64_t length() const { return length_; }
+  KVType type() const { return type_; }
   void clear() { length_ = 0; }
   // Forgets everything from position n on (n <= length).
   void truncate(int64_t n);
 
-  float* k(int layer, int head, int64_t pos) { return &k_[index(layer, head, pos)]; }
-  float* v(int layer, int head, int64_t pos) { return &v_[index(layer, head, pos)]; }
-  const float* k(int layer, int head, int64_t pos) const { return &k_[index(layer, head, pos)]; }
-  const float* v(int layer, int head, int64_t pos) const { return &v_[index(layer, head, pos)]; }
+  // Writes the head_dim keys and values of (layer, head) at position pos.
+  void store(int layer, int head, int64_t pos, const float* k, const float* v);
+  // The float32 keys (values) of (layer, head) at positions [0, n), head_dim apart: a view into the cache
+  // (f32) or widened into buf (f16).
+  const float* keys(int layer, int head, int64_t n, std::vector<float>& buf) const;
+  const float* values(int layer, int head, int64_t n, std::vector<float>& buf) const;
   void advance(int64_t n) { length_ += n; }
   // Reserved size; pages are committed only when positions are written (the buffers are not zero-filled),
   // so a short conversation in a 4096-token cache costs only what it uses.
-  size_t bytes() const { return 2 * size_ * sizeof(float); }
+  size_t bytes() const { return 2 * size_ * elem_bytes(); }
 
  private:
+  size_t elem_bytes() const { return type_ == KVType::kF16 ? 2 : 4; }
   size_t index(int layer, int head, int64_t pos) const {
     return ((static_cast<size_t>(layer) * n_kv_ + head) * capacity_ + pos) * head_dim_;
   }
+  const float* read(const uint8_t* base, int layer, int head, int64_t n, std::vector<float>& buf) const;
   int n_kv_, head_dim_;
   int64_t capacity_, length_ = 0;
-  size_t size_ = 0;
-  std::unique_ptr<float[]> k_, v_;
+  KVType type_;
+  size_t size_ = 0;  // values per buffer
+  std::unique_ptr<uint8_t[]> k_, v_;
 };
 
 // The visual inputs of one forward call: rows of `embeds` replace the embeddings of the image-pad tokens

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "model/kv_type.h"
+
 namespace qvl::server {
 
 struct ServerOptions {
@@ -18,6 +20,7 @@ struct ServerOptions {
   int threads = 0;                   // model threads (the inference thread's pool); 0: one per physical core
   int parallel = 1;                  // sessions decoding at once ("slots")
   int64_t context = 4096;            // KV cache per slot: prompt + generated tokens
+  KVType kv_type = KVType::kF16;     // its storage
   int64_t min_pixels = -1;           // image size bounds for every request; -1: the model's processor config
   int64_t max_pixels = -1;
   double timeout_s = 600;            // per request, counted from its arrival; 0: none

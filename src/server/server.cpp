@@ -66,6 +66,7 @@ struct Server::Impl {
       GenerateOptions d;
       d.sampling = sampling;
       d.context = options.context;
+      d.kv_type = options.kv_type;
       d.max_tokens = static_cast<int>(std::min<int64_t>(options.context, 1 << 20));  // until an end token
       d.image.min_pixels = options.min_pixels;
       d.image.max_pixels = options.max_pixels;
