@@ -19,9 +19,8 @@ void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int
                     int64_t n_kv, int64_t head_dim, float scale, int64_t causal_offset, float* out, int64_t ldo,
                     AttentionScratch& s) {
   const KernelTable& K = kernels();
-  // Both products run on row-times-panel tiles (kRows query rows x kCols columns of B). B is packed panel
-  // by panel, each panel's rows contiguous (kCols floats = one cache line): read in place, a panel's rows
-  // would sit 256-3136 bytes apart and fall into a few L1 sets, missing L1 on almost every load.
+  // Both products run on row-times-panel tiles (kRows query rows x kCols columns of B): q · kᵀ with kᵀ
+  // packed panel by panel (16 keys, each panel's rows one cache line), P · v with v as it is.
   constexpr int kRows = 6, kCols = 16;
   // Few queries (decode steps): q · kᵀ as dot products with k's rows, no transposition (which would cost
   // more than the product). Many: kᵀ packed in panels of 16 keys.
@@ -38,13 +37,16 @@ void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int
       for (int64_t d = 0; d < head_dim; ++d) dst[d * kCols] = k[j * ldk + d];
     }
   }
-  // v[t][16 p + c] -> vp[p][t][c] (head_dim is a multiple of 16 in these models; a partial panel is
-  // zero-filled and its columns not written back).
-  const int64_t vpanels = (head_dim + kCols - 1) / kCols;
-  s.vc.assign(static_cast<size_t>(vpanels * n_kv * kCols), 0.0f);
-  for (int64_t t = 0; t < n_kv; ++t)
-    for (int64_t d = 0; d < head_dim; ++d) s.vc[static_cast<size_t>(((d / kCols) * n_kv + t) * kCols + d % kCols)] = v[t * ldv + d];
-  float tail[kRows * kCols];
+  // v's rows are read in sequence by the panel tiles: pack them when they are far apart.
+  const float* vp = v;
+  int64_t ldvp = ldv;
+  if (ldv != head_dim) {
+    s.vc.resize(static_cast<size_t>(n_kv * head_dim));
+    for (int64_t j = 0; j < n_kv; ++j)
+      std::copy(v + j * ldv, v + j * ldv + head_dim, &s.vc[static_cast<size_t>(j * head_dim)]);
+    vp = s.vc.data();
+    ldvp = head_dim;
+  }
   for (int64_t q0 = 0; q0 < nq; q0 += kQueryBlock) {
     const int64_t rows = std::min(kQueryBlock, nq - q0);
     // Keys any row of this block may see.
@@ -78,14 +80,8 @@ void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int
     for (int64_t i = 0; i < rows; i += kRows) {
       const int mr = static_cast<int>(std::min<int64_t>(kRows, rows - i));
       for (int64_t d = 0; d < head_dim; d += kCols) {
-        const float* panel = &s.vc[static_cast<size_t>((d / kCols) * n_kv * kCols)];
-        if (d + kCols <= head_dim) {
-          K.gemm_f32_nn_tile(sc + i * lds, lds, panel, kCols, kv_end, out + (q0 + i) * ldo + d, ldo, mr, kCols);
-        } else {
-          K.gemm_f32_nn_tile(sc + i * lds, lds, panel, kCols, kv_end, tail, kCols, mr, kCols);
-          for (int r = 0; r < mr; ++r)
-            std::copy(tail + r * kCols, tail + r * kCols + (head_dim - d), out + (q0 + i + r) * ldo + d);
-        }
+        const int nc = static_cast<int>(std::min<int64_t>(kCols, head_dim - d));
+        K.gemm_f32_nn_tile(sc + i * lds, lds, vp + d, ldvp, kv_end, out + (q0 + i) * ldo + d, ldo, mr, nc);
       }
     }
   }

@@ -10,7 +10,7 @@ namespace qvl {
 struct AttentionScratch {
   std::vector<float> scores;  // [kQueryBlock, n_kv rounded up to 16]
   std::vector<float> kt;      // [n_kv / 16][head_dim][16]: K transposed in panels of 16 keys
-  std::vector<float> vc;      // [head_dim / 16][n_kv][16]: V in panels of 16 columns
+  std::vector<float> vc;      // [n_kv, head_dim]: V packed (its rows may be far apart, as in the fused qkv)
 };
 
 // out[i] = softmax(q[i] · k[0..limit(i))ᵀ * scale) · v[0..limit(i)) for i < nq, where limit(i) = n_kv
