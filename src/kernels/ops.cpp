@@ -159,8 +159,10 @@ void matmul(ThreadPool& pool, const float* x, int64_t n, const Mat& w, const flo
     matmul_float(pool, K, x, n, w, y);
   }
   if (bias) {
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < m; ++j) y[i * m + j] += bias[j];
+    pool.parallel_for(n, std::max<int64_t>(1, 16384 / m), [&](int, int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = 0; j < m; ++j) y[i * m + j] += bias[j];
+    });
   }
 }
 

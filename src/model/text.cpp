@@ -136,21 +136,22 @@ void text_forward(const Model& model, ThreadPool& pool, KVCache& cache, const in
     rms_norm(pool, q.data(), n * nh, hd, L.q_norm.data(), c.rms_norm_eps, q.data());
     rms_norm(pool, k.data(), n * nkv, hd, L.k_norm.data(), c.rms_norm_eps, k.data());
     // query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
-    for (int64_t i = 0; i < n; ++i) {
-      for (int64_t hh = 0; hh < nh; ++hh) rope_rotate_half(&q[i * qd + hh * hd], hd, &cos_t[i * hd], &sin_t[i * hd]);
-      for (int64_t hh = 0; hh < nkv; ++hh) rope_rotate_half(&k[i * kvd + hh * hd], hd, &cos_t[i * hd], &sin_t[i * hd]);
-    }
+    pool.parallel_for(n, 16, [&](int, int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        for (int64_t hh = 0; hh < nh; ++hh) rope_rotate_half(&q[i * qd + hh * hd], hd, &cos_t[i * hd], &sin_t[i * hd]);
+        for (int64_t hh = 0; hh < nkv; ++hh) rope_rotate_half(&k[i * kvd + hh * hd], hd, &cos_t[i * hd], &sin_t[i * hd]);
+      }
+    });
     // key_states, value_states = past_key_values.update(key_states, value_states, self.layer_idx)
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t hh = 0; hh < nkv; ++hh)
-        cache.store(layer, static_cast<int>(hh), past + i, &k[i * kvd + hh * hd], &v[i * kvd + hh * hd]);
     // Causal attention over the cache; query heads kv * group .. + group read kv head kv (repeat_kv), whose
-    // keys and values are read (widened from f16) once for the group.
+    // keys and values are appended to the cache and read back (widened from f16) once for the group.
     const int64_t group = nh / nkv;
     pool.parallel_for(nkv, 1, [&](int, int64_t kv0, int64_t kv1) {
       thread_local AttentionScratch scratch;
       thread_local std::vector<float> kbuf, vbuf;
       for (int64_t kv = kv0; kv < kv1; ++kv) {
+        for (int64_t i = 0; i < n; ++i)
+          cache.store(layer, static_cast<int>(kv), past + i, &k[i * kvd + kv * hd], &v[i * kvd + kv * hd]);
         const float* kf = cache.keys(layer, static_cast<int>(kv), past + n, kbuf);
         const float* vf = cache.values(layer, static_cast<int>(kv), past + n, vbuf);
         for (int64_t hh = kv * group; hh < (kv + 1) * group; ++hh)
