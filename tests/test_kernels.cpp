@@ -1,6 +1,10 @@
 // Every SIMD kernel against its scalar twin on awkward sizes, with tolerances from floating-point error
 // bounds; the matmul driver against a plain float reference; the thread pool's coverage of ranges.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <thread>
 
 #include <atomic>
 #include <cmath>
@@ -337,6 +341,32 @@ TEST(Matmul, MatchesAPlainFloatProductForEveryWeightType) {
       EXPECT_LE(max_err / max_ref, c.tol) << weight_type_name(c.w.type) << " n " << n << " m " << m << " k " << k;
     }
   }
+}
+
+TEST(ThreadPool, PinsEachThreadToOneAllowedCpu) {
+  cpu_set_t allowed;
+  ASSERT_EQ(0, sched_getaffinity(0, sizeof(allowed), &allowed));
+  std::thread t([&] {  // a thread of its own, so the test runner's affinity stays as it was
+    ThreadPool pool(3);
+    auto cpus = pool.pin_to_cores();
+    ASSERT_TRUE(cpus.ok()) << cpus.status().message();
+    ASSERT_EQ(cpus->size(), 3u);
+    std::vector<int> seen(3, -1);
+    pool.run_on_all([&](int i) {
+      cpu_set_t mine;
+      CPU_ZERO(&mine);
+      if (pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine) == 0 && CPU_COUNT(&mine) == 1)
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+          if (CPU_ISSET(c, &mine)) seen[static_cast<size_t>(i)] = c;
+    });
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(seen[static_cast<size_t>(i)], (*cpus)[static_cast<size_t>(i)]) << "thread " << i;
+      EXPECT_TRUE(CPU_ISSET((*cpus)[static_cast<size_t>(i)], &allowed)) << "thread " << i << " left the allowed CPUs";
+    }
+    // Distinct CPUs while there are cores to spare.
+    if (ThreadPool::physical_cores() >= 2) EXPECT_NE((*cpus)[0], (*cpus)[1]);
+  });
+  t.join();
 }
 
 TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {

@@ -16,7 +16,7 @@ namespace qvl::cli {
 
 namespace {
 const char kBenchUsage[] =
-    "usage: qvl bench --model DIR [--image FILE] [-p TEXT] [-n N] [--runs R] [--json] [--threads N] [--ctx N]\n"
+    "usage: qvl bench --model DIR [--image FILE] [-p TEXT] [-n N] [--runs R] [--json] [--threads N] [--pin] [--ctx N]\n"
     "                 [--text-weights T] [--vision-weights T] [--kv-type f16|f32] [--min-pixels N]\n"
     "                 [--max-pixels N]";
 
@@ -31,6 +31,7 @@ int cmd_bench(const Args& args) {
   const std::string cmd = "bench";
   std::string model_dir, image_path, prompt = "Describe this image.";
   int threads = ThreadPool::physical_cores(), runs = 3;
+  bool pin = false;
   bool json = false;
   GenerateOptions opts;
   opts.max_tokens = 64;
@@ -47,6 +48,10 @@ int cmd_bench(const Args& args) {
     };
     if (a == "--json") {
       json = true;
+      continue;
+    }
+    if (a == "--pin") {
+      pin = true;
       continue;
     }
     if (!v) return fail(cmd, a + " needs a value\n" + kBenchUsage);
@@ -89,6 +94,10 @@ int cmd_bench(const Args& args) {
   const ChatMessage user = user_message(images.size(), prompt);
 
   ThreadPool pool(threads);
+  if (pin) {
+    auto cpus = pool.pin_to_cores();
+    if (!cpus.ok()) return fail(cmd, cpus.status().message());
+  }
   std::vector<double> pre, vis, prefill, ttft, decode;
   GenerateTimings last;
   for (int r = 0; r < runs; ++r) {

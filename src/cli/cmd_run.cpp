@@ -17,7 +17,7 @@ namespace {
 const char kRunUsage[] =
     "usage: qvl run --model DIR [--image FILE ...] -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P]\n"
     "               [--seed S] [--system TEXT] [--threads N] [--ctx N] [--min-pixels N] [--max-pixels N]\n"
-    "               [--text-weights T] [--vision-weights T] [--kv-type f16|f32] [--ignore-eos] [--dump DIR]\n"
+    "               [--text-weights T] [--vision-weights T] [--kv-type f16|f32] [--pin] [--ignore-eos] [--dump DIR]\n"
     "  T: f32, f16, bf16, q8_0 or q4_0 (quantized at load; default: as stored)";
 
 double now_ms() {
@@ -32,6 +32,7 @@ int cmd_run(const Args& args) {
   std::vector<std::string> image_paths;
   bool have_prompt = false;
   int threads = ThreadPool::physical_cores();
+  bool pin = false;
   GenerateOptions opts;
   WeightTypes weight_types = default_weight_types();
   bool temp_set = false, topk_set = false, topp_set = false, seed_set = false;
@@ -119,6 +120,8 @@ int cmd_run(const Args& args) {
       (a == "--text-weights" ? weight_types.text : weight_types.vision) = t;
     } else if (a == "--ignore-eos") {
       opts.ignore_eos = true;
+    } else if (a == "--pin") {
+      pin = true;
     } else {
       return fail(cmd, "unexpected argument '" + a + "'\n" + kRunUsage);
     }
@@ -174,6 +177,10 @@ int cmd_run(const Args& args) {
   }
 
   ThreadPool pool(threads);
+  if (pin) {
+    auto cpus = pool.pin_to_cores();
+    if (!cpus.ok()) return fail(cmd, cpus.status().message());
+  }
   GenerateCallbacks cb;
   cb.progress = [&](const char* phase) {
     if (std::string(phase) == "vision") std::fprintf(stderr, "encoding %zu image(s) ...\n", images.size());

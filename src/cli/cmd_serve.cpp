@@ -26,6 +26,7 @@ const char kServeUsage[] =
     "  --host ADDR            listen address (default 127.0.0.1)\n"
     "  --port N               listen port (default 8080)\n"
     "  --threads N            model threads (default: one per physical core)\n"
+    "  --pin                  pin the model threads, one per physical core (within taskset's CPUs)\n"
     "  --text-weights T       f32, f16, bf16, q8_0 or q4_0, quantized at load (default: see qvl help)\n"
     "  --vision-weights T\n"
     "  --parallel N           requests decoding at once (default 1)\n"
@@ -123,6 +124,8 @@ int cmd_serve(const std::vector<std::string>& args) {
       if (rc == 0 && !weight_type_from_name(name, &t))
         return fail(cmd, a + ": unknown type '" + name + "' (f32, f16, bf16, q8_0, q4_0)");
       if (rc == 0) (a == "--text-weights" ? weight_types.text : weight_types.vision) = t;
+    } else if (a == "--pin") {
+      o.pin = true;
     } else if (a == "--kv-type") {
       std::string name;
       rc = text(name);

@@ -18,6 +18,7 @@ struct ServerOptions {
   std::string mode = "cpu";          // reported by /health
 
   int threads = 0;                   // model threads (the inference thread's pool); 0: one per physical core
+  bool pin = false;                  // pin them, one per physical core
   int parallel = 1;                  // sessions decoding at once ("slots")
   int64_t context = 4096;            // KV cache per slot: prompt + generated tokens
   KVType kv_type = KVType::kF16;     // its storage

@@ -184,6 +184,10 @@ void Scheduler::run() {
   model_ = std::move(loaded).value();
   load_ms_ = ms_between(t0, std::chrono::steady_clock::now());
   ThreadPool pool(options_.threads);
+  if (options_.pin) {
+    auto cpus = pool.pin_to_cores();
+    if (!cpus.ok()) std::fprintf(stderr, "qvl serve: %s; threads left unpinned\n", cpus.status().message().c_str());
+  }
   state_.store(LoadState::kReady, std::memory_order_release);
 
   for (;;) {

@@ -88,6 +88,7 @@ using ModelLoader = std::function<Result<std::unique_ptr<Model>>()>;
 
 struct SchedulerOptions {
   int threads = 1;    // the ThreadPool of the inference thread
+  bool pin = false;   // its threads pinned one per physical core (ThreadPool::pin_to_cores)
   int parallel = 1;   // slots
   int queue = 16;     // waiting requests at most
   ModelLoader load;   // runs first on the inference thread

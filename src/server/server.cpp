@@ -58,6 +58,7 @@ struct Server::Impl {
   SchedulerOptions scheduler_options() {
     SchedulerOptions s;
     s.threads = options.threads > 0 ? options.threads : ThreadPool::physical_cores();
+    s.pin = options.pin;
     s.parallel = options.parallel;
     s.queue = options.queue;
     s.load = [this]() -> Result<std::unique_ptr<Model>> {

@@ -2,7 +2,12 @@
 // workers spin briefly before sleeping so back-to-back calls (one per layer) do not pay a wake-up each.
 #include "util/thread_pool.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <string>
@@ -95,6 +100,39 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     const int64_t b = c0 * grain, e = std::min(n, c1 * grain);
     if (b < e) fn(t, b, e);
   });
+}
+
+Result<std::vector<int>> ThreadPool::pin_to_cores() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
+    return Status::Error("--pin: cannot read this process's CPU affinity: " + std::string(std::strerror(errno)));
+  // One CPU per (package, core), the lowest-numbered, in CPU order.
+  std::vector<int> cpus;
+  std::set<std::pair<std::string, std::string>> seen;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+    std::ifstream pkg(base + "physical_package_id"), core(base + "core_id");
+    std::string p, c;
+    if (!(pkg >> p) || !(core >> c)) p = "?", c = std::to_string(cpu);  // no topology: every CPU a core
+    if (seen.insert({p, c}).second) cpus.push_back(cpu);
+  }
+  if (cpus.empty()) return Status::Error("--pin: this process may run on no CPU");
+  std::vector<int> chosen(static_cast<size_t>(n_threads_));
+  for (int i = 0; i < n_threads_; ++i) chosen[static_cast<size_t>(i)] = cpus[static_cast<size_t>(i) % cpus.size()];
+  std::vector<int> errors(static_cast<size_t>(n_threads_), 0);
+  run_on_all([&](int i) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(chosen[static_cast<size_t>(i)], &one);
+    errors[static_cast<size_t>(i)] = pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+  });
+  for (int i = 0; i < n_threads_; ++i)
+    if (errors[static_cast<size_t>(i)] != 0)
+      return Status::Error("--pin: cannot pin thread " + std::to_string(i) + " to CPU " +
+                           std::to_string(chosen[static_cast<size_t>(i)]) + ": " + std::strerror(errors[static_cast<size_t>(i)]));
+  return chosen;
 }
 
 int ThreadPool::physical_cores() {

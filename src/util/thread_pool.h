@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "util/status.h"
+
 namespace qvl {
 
 class ThreadPool {
@@ -31,6 +33,11 @@ class ThreadPool {
 
   // The number of physical cores (from /sys; falls back to hardware_concurrency).
   static int physical_cores();
+
+  // Pins thread i of the pool (0: the calling thread) to one logical CPU of the i-th physical core among
+  // the CPUs this process may run on (so `taskset` still decides which), wrapping around when there are
+  // more threads than cores. Returns the CPUs chosen, or an error saying why nothing was pinned.
+  Result<std::vector<int>> pin_to_cores();
 
  private:
   void worker(int index);
