@@ -363,8 +363,9 @@ TEST(ThreadPool, PinsEachThreadToOneAllowedCpu) {
       EXPECT_EQ(seen[static_cast<size_t>(i)], (*cpus)[static_cast<size_t>(i)]) << "thread " << i;
       EXPECT_TRUE(CPU_ISSET((*cpus)[static_cast<size_t>(i)], &allowed)) << "thread " << i << " left the allowed CPUs";
     }
-    // Distinct CPUs while there are cores to spare.
-    if (ThreadPool::physical_cores() >= 2) EXPECT_NE((*cpus)[0], (*cpus)[1]);
+    // Distinct CPUs while there are cores to spare (all CPUs allowed, at least 2 cores).
+    if (CPU_COUNT(&allowed) == static_cast<int>(std::thread::hardware_concurrency()) && ThreadPool::physical_cores() >= 2)
+      EXPECT_NE((*cpus)[0], (*cpus)[1]);
   });
   t.join();
 }
