@@ -370,6 +370,20 @@ TEST(ThreadPool, PinsEachThreadToOneAllowedCpu) {
   t.join();
 }
 
+TEST(ThreadPool, DynamicParallelForCoversEveryIndexOnce) {
+  ThreadPool pool(3);
+  for (auto [n, chunk] : {std::pair<int64_t, int64_t>{0, 4}, {1, 4}, {7, 1}, {1000, 7}, {1000, 2000}}) {
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    pool.parallel_for_dynamic(n, chunk, [&](int t, int64_t b, int64_t e) {
+      EXPECT_GE(t, 0);
+      EXPECT_LT(t, 3);
+      EXPECT_LE(e - b, chunk);
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+    });
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "n " << n << " index " << i;
+  }
+}
+
 TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);

@@ -124,7 +124,10 @@ void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, 
     for (int64_t i = i0; i < i1; ++i) K.quantize_act(x + i * k, k, q + i * k, d + i * nb, s + i * nb);
   });
   const bool q8 = w.type == WeightType::kQ8_0;
-  pool.parallel_for(m / 8, 1, [&](int, int64_t g0, int64_t g1) {
+  // Chunks of groups handed out dynamically: about 8 per thread, at most 16 groups (128 rows) each.
+  const int64_t groups = m / 8;
+  const int64_t chunk = std::clamp<int64_t>(groups / (8 * pool.size()), 1, 16);
+  pool.parallel_for_dynamic(groups, chunk, [&](int, int64_t g0, int64_t g1) {
     for (int64_t r0 = 0; r0 < n; r0 += kRowBlock) {
       const int64_t r1 = std::min(n, r0 + kRowBlock);
       for (int64_t g = g0; g < g1; ++g) {

@@ -102,6 +102,23 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   });
 }
 
+void ThreadPool::parallel_for_dynamic(int64_t n, int64_t chunk, const std::function<void(int, int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  chunk = std::max<int64_t>(1, chunk);
+  if (n_threads_ == 1 || chunk >= n) {
+    fn(0, 0, n);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  run_on_all([&](int t) {
+    for (;;) {
+      const int64_t b = next.fetch_add(chunk, std::memory_order_relaxed);
+      if (b >= n) return;
+      fn(t, b, std::min(n, b + chunk));
+    }
+  });
+}
+
 Result<std::vector<int>> ThreadPool::pin_to_cores() {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);

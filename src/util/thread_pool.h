@@ -28,6 +28,11 @@ class ThreadPool {
   // whole multiples of `grain` except the last). Returns when every range is done. Not reentrant.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int, int64_t, int64_t)>& fn);
 
+  // Runs fn(thread_index, begin, end) over [0, n) in chunks of `chunk` indices handed out one at a time to
+  // whichever thread is free: a thread that starts late (woken from sleep) or runs slow (a busy sibling)
+  // takes fewer chunks instead of holding everyone up. Returns when every chunk is done. Not reentrant.
+  void parallel_for_dynamic(int64_t n, int64_t chunk, const std::function<void(int, int64_t, int64_t)>& fn);
+
   // Runs fn(thread_index) once on each thread.
   void run_on_all(const std::function<void(int)>& fn);
 
