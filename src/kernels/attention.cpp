@@ -69,11 +69,13 @@ void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int
         }
       }
     }
-    // softmax(scores * scale) over each row's visible keys; the rest get probability 0.
+    // softmax(scores * scale) over each row's visible keys, the rest 0: exp here, the division by the
+    // row's sum applied to its output row after P · v (one multiply per output value, not per score).
+    float inv_sum[kQueryBlock];
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t limit = causal_offset >= 0 ? std::min(n_kv, causal_offset + q0 + i + 1) : n_kv;
       float* row = sc + i * lds;
-      K.softmax_scaled(row, limit, scale);
+      inv_sum[i] = 1.0f / K.exp_scaled(row, limit, scale);
       std::fill(row + limit, row + kv_end, 0.0f);
     }
     // out = P · v
@@ -84,6 +86,8 @@ void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int
         K.gemm_f32_nn_tile(sc + i * lds, lds, vp + d, ldvp, kv_end, out + (q0 + i) * ldo + d, ldo, mr, nc);
       }
     }
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t d = 0; d < head_dim; ++d) out[(q0 + i) * ldo + d] *= inv_sum[i];
   }
 }
 

@@ -54,7 +54,7 @@ void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, 
     }
 }
 
-void softmax_scaled(float* x, int64_t n, float scale) {
+float exp_scaled(float* x, int64_t n, float scale) {
   float mx = -INFINITY;
   for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i] * scale);
   float sum = 0;
@@ -62,8 +62,7 @@ void softmax_scaled(float* x, int64_t n, float scale) {
     x[i] = std::exp(x[i] * scale - mx);
     sum += x[i];
   }
-  const float inv = 1.0f / sum;
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+  return sum;
 }
 
 void gelu_tanh(float* x, int64_t n) {
@@ -155,7 +154,7 @@ void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const 
 
 const KernelTable& generic_kernels() {
   static const KernelTable table{"generic",      row_to_f32,    gemm_f32_tile, gemm_f32_nn_tile,
-                                 softmax_scaled, gelu_tanh,     silu_mul,      quantize_row_q8_0_ref,
+                                 exp_scaled,     gelu_tanh,     silu_mul,      quantize_row_q8_0_ref,
                                  dot_q8_0_rows,  dot_q4_0_rows, quantize_row_act_ref, gemm_q8_0x8,
                                  gemm_q4_0x8};
   return table;

@@ -24,8 +24,10 @@ struct KernelTable {
   void (*gemm_f32_nn_tile)(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c,
                            int64_t ldc, int mr, int nc);
 
-  // Element-wise: softmax of x[0, n) * scale in place; GELU (tanh form) in place; gate = silu(gate) * up.
-  void (*softmax_scaled)(float* x, int64_t n, float scale);
+  // Element-wise: x[i] = exp(x[i] * scale - max_j x[j] * scale) in place, returning their sum (softmax
+  // without the division, which its users fold into what follows); GELU (tanh form) in place;
+  // gate = silu(gate) * up.
+  float (*exp_scaled)(float* x, int64_t n, float scale);
   void (*gelu_tanh)(float* x, int64_t n);
   void (*silu_mul)(float* gate, const float* up, int64_t n);
 

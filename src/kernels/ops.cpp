@@ -210,7 +210,10 @@ void gelu_erf(float* x, int64_t n) {
 
 void silu_mul(float* gate, const float* up, int64_t n) { kernels().silu_mul(gate, up, n); }
 
-void softmax(float* x, int64_t n) { kernels().softmax_scaled(x, n, 1.0f); }
+void softmax(float* x, int64_t n) {
+  const float inv = 1.0f / kernels().exp_scaled(x, n, 1.0f);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
 
 void rope_rotate_half(float* x, int64_t d, const float* cos, const float* sin) {
   const int64_t h = d / 2;
