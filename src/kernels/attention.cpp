@@ -11,30 +11,31 @@
 namespace qvl {
 
 namespace {
-// 64 query rows x n_kv scores: 64 x 3136 floats = 784 KiB for a 1024x768 image's 3072+ patches.
-constexpr int64_t kQueryBlock = 64;
+// 72 query rows (a multiple of every table's tile rows) x n_kv scores: 72 x 3136 floats = 882 KiB for a
+// 1024x768 image's 3072+ patches.
+constexpr int64_t kQueryBlock = 72;
 }  // namespace
 
 void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int64_t ldk, const float* v, int64_t ldv,
                     int64_t n_kv, int64_t head_dim, float scale, int64_t causal_offset, float* out, int64_t ldo,
                     AttentionScratch& s) {
   const KernelTable& K = kernels();
-  // Both products run on row-times-panel tiles (kRows query rows x kCols columns of B): q · kᵀ with kᵀ
-  // packed panel by panel (16 keys, each panel's rows one cache line), P · v with v as it is.
-  constexpr int kRows = 6, kCols = 16;
+  // Both products run on row-times-panel tiles (tile_rows query rows x tile_cols columns of B, the kernel table's
+  // sizes): q · kᵀ with kᵀ packed panel by panel (tile_cols keys per panel row), P · v with v as it is.
+  const int tile_rows = K.nn_rows, tile_cols = K.nn_cols;
   // Few queries (decode steps): q · kᵀ as dot products with k's rows, no transposition (which would cost
-  // more than the product). Many: kᵀ packed in panels of 16 keys.
-  const bool pack_k = nq >= kRows;
-  const int64_t panels = (n_kv + kCols - 1) / kCols;
+  // more than the product). Many: kᵀ packed in panels of tile_cols keys.
+  const bool pack_k = nq >= tile_rows;
+  const int64_t panels = (n_kv + tile_cols - 1) / tile_cols;
   // Score rows padded to whole panels, so every tile is full; the padding is never read.
-  const int64_t lds = panels * kCols;
+  const int64_t lds = panels * tile_cols;
   s.scores.resize(static_cast<size_t>(std::min(nq, kQueryBlock) * lds));
   if (pack_k) {
-    // kt[p][t][c] = k[16 p + c][t], zero past n_kv.
-    s.kt.assign(static_cast<size_t>(panels * head_dim * kCols), 0.0f);
+    // kt[p][t][c] = k[tile_cols p + c][t], zero past n_kv.
+    s.kt.assign(static_cast<size_t>(panels * head_dim * tile_cols), 0.0f);
     for (int64_t j = 0; j < n_kv; ++j) {
-      float* dst = &s.kt[static_cast<size_t>((j / kCols) * head_dim * kCols + j % kCols)];
-      for (int64_t d = 0; d < head_dim; ++d) dst[d * kCols] = k[j * ldk + d];
+      float* dst = &s.kt[static_cast<size_t>((j / tile_cols) * head_dim * tile_cols + j % tile_cols)];
+      for (int64_t d = 0; d < head_dim; ++d) dst[d * tile_cols] = k[j * ldk + d];
     }
   }
   // v's rows are read in sequence by the panel tiles: pack them when they are far apart.
@@ -54,11 +55,11 @@ void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int
     float* sc = s.scores.data();
     // scores = q · kᵀ
     if (pack_k) {
-      for (int64_t i = 0; i < rows; i += kRows) {
-        const int mr = static_cast<int>(std::min<int64_t>(kRows, rows - i));
-        for (int64_t j = 0; j < kv_end; j += kCols)
-          K.gemm_f32_nn_tile(q + (q0 + i) * ldq, ldq, &s.kt[static_cast<size_t>((j / kCols) * head_dim * kCols)], kCols,
-                             head_dim, sc + i * lds + j, lds, mr, kCols);
+      for (int64_t i = 0; i < rows; i += tile_rows) {
+        const int mr = static_cast<int>(std::min<int64_t>(tile_rows, rows - i));
+        for (int64_t j = 0; j < kv_end; j += tile_cols)
+          K.gemm_f32_nn_tile(q + (q0 + i) * ldq, ldq, &s.kt[static_cast<size_t>((j / tile_cols) * head_dim * tile_cols)], tile_cols,
+                             head_dim, sc + i * lds + j, lds, mr, tile_cols);
       }
     } else {
       for (int64_t i = 0; i < rows; i += 4) {
@@ -79,10 +80,10 @@ void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int
       std::fill(row + limit, row + kv_end, 0.0f);
     }
     // out = P · v
-    for (int64_t i = 0; i < rows; i += kRows) {
-      const int mr = static_cast<int>(std::min<int64_t>(kRows, rows - i));
-      for (int64_t d = 0; d < head_dim; d += kCols) {
-        const int nc = static_cast<int>(std::min<int64_t>(kCols, head_dim - d));
+    for (int64_t i = 0; i < rows; i += tile_rows) {
+      const int mr = static_cast<int>(std::min<int64_t>(tile_rows, rows - i));
+      for (int64_t d = 0; d < head_dim; d += tile_cols) {
+        const int nc = static_cast<int>(std::min<int64_t>(tile_cols, head_dim - d));
         K.gemm_f32_nn_tile(sc + i * lds, lds, vp + d, ldvp, kv_end, out + (q0 + i) * ldo + d, ldo, mr, nc);
       }
     }

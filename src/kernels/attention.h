@@ -8,8 +8,8 @@
 namespace qvl {
 
 struct AttentionScratch {
-  std::vector<float> scores;  // [kQueryBlock, n_kv rounded up to 16]
-  std::vector<float> kt;      // [n_kv / 16][head_dim][16]: K transposed in panels of 16 keys
+  std::vector<float> scores;  // [kQueryBlock, n_kv rounded up to whole panels]
+  std::vector<float> kt;      // [n_kv / cols][head_dim][cols]: K transposed in panels of the tile's columns
   std::vector<float> vc;      // [n_kv, head_dim]: V packed (its rows may be far apart, as in the fused qkv)
 };
 

@@ -154,7 +154,7 @@ void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const 
 
 const KernelTable& generic_kernels() {
   static const KernelTable table{"generic",      row_to_f32,    gemm_f32_tile, gemm_f32_nn_tile,
-                                 exp_scaled,     gelu_tanh,     silu_mul,      quantize_row_q8_0_ref,
+                                 6, 16, exp_scaled, gelu_tanh,     silu_mul,      quantize_row_q8_0_ref,
                                  dot_q8_0_rows,  dot_q4_0_rows, quantize_row_act_ref, gemm_q8_0x8,
                                  gemm_q4_0x8};
   return table;

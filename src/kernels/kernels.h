@@ -19,10 +19,12 @@ struct KernelTable {
   void (*gemm_f32_tile)(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k, float* y,
                         int64_t ldy, int mr, int nr);
 
-  // c[i * ldc + j] = sum_t a[i * lda + t] * b[t * ldb + j] for i < mr <= 6, j < nc <= 16 (float32): a row
-  // tile of A times a column panel of B, the layout of attention's P·V (and of q·kᵀ with k transposed).
+  // c[i * ldc + j] = sum_t a[i * lda + t] * b[t * ldb + j] for i < mr <= nn_rows, j < nc <= nn_cols
+  // (float32): a row tile of A times a column panel of B, the layout of attention's P·V (and of q·kᵀ with
+  // k transposed). Full tiles (nn_rows x nn_cols) are the fast case.
   void (*gemm_f32_nn_tile)(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c,
                            int64_t ldc, int mr, int nc);
+  int nn_rows, nn_cols;
 
   // Element-wise: x[i] = exp(x[i] * scale - max_j x[j] * scale) in place, returning their sum (softmax
   // without the division, which its users fold into what follows); GELU (tanh form) in place;

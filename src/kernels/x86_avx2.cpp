@@ -510,6 +510,8 @@ const KernelTable* avx2_kernels() {
                                  avx2::row_to_f32,
                                  avx2::gemm_f32_tile,
                                  avx2::gemm_f32_nn_tile,
+                                 6,
+                                 16,
                                  avx2::exp_scaled,
                                  avx2::gelu_tanh,
                                  avx2::silu_mul,
