@@ -18,6 +18,7 @@ void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const 
                  int64_t ldy, int mr);
 void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc,
                       int mr, int nc);
+float exp_scaled(float* x, int64_t n, float scale);
 }  // namespace avx512vnni
 
 const KernelTable* avx512vnni_kernels() {
@@ -32,6 +33,7 @@ const KernelTable* avx512vnni_kernels() {
     t.gemm_f32_nn_tile = avx512vnni::gemm_f32_nn_tile;
     t.nn_rows = 12;
     t.nn_cols = 32;
+    t.exp_scaled = avx512vnni::exp_scaled;
     return t;
   }();
   return &table;

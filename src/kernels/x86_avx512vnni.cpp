@@ -2,11 +2,12 @@
 // GEMM tiles rewritten around vpdpbusd on 256-bit registers, which multiplies 4 unsigned by 4 signed bytes
 // and adds them into an int32 lane in one instruction (AVX2 needs maddubs + madd + add, or a sign trick),
 // same interleaved layouts, same exact integer sums, same float32 scaling: bit-identical to generic; and
-// attention's float panel tile on 512-bit registers (12 rows x 32 columns).
+// attention's float panel tile (12 rows x 32 columns) and exp on 512-bit registers.
 // Only these tiles live here; dispatch.cpp, compiled for baseline x86-64, builds the table, so nothing
 // from this file runs before the CPU check.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "kernels/kernels.h"
@@ -117,6 +118,53 @@ void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const 
     case 3: return gemm_q4_0x8_mr<3>(w, xq, xd, xsum, nb, y, ldy);
     default: return gemm_q4_0x8_mr<4>(w, xq, xd, xsum, nb, y, ldy);
   }
+}
+
+// exp(x) for 16 floats: the AVX2 table's exp8 (range reduction with ln2 in two parts, degree-6 polynomial,
+// 2^n in the exponent bits) on 512-bit registers; below -87.3 gives 0, above 88.7 +inf.
+inline __m512 exp16(__m512 x) {
+  const __m512 hi = _mm512_set1_ps(88.7f), lo = _mm512_set1_ps(-87.3f);
+  const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~under), _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
+}
+
+// exp_scaled (kernels.h) 16 values at a time, the tail through masks.
+float exp_scaled(float* x, int64_t n, float scale) {
+  const __m512 sv = _mm512_set1_ps(scale);
+  __m512 mv = _mm512_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) mv = _mm512_max_ps(mv, _mm512_mul_ps(_mm512_loadu_ps(x + i), sv));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    mv = _mm512_mask_max_ps(mv, m, mv, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), sv));
+  }
+  const __m512 mxv = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+  __m512 sumv = _mm512_setzero_ps();
+  for (i = 0; i + 16 <= n; i += 16) {
+    const __m512 e = exp16(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), sv, mxv));
+    _mm512_storeu_ps(x + i, e);
+    sumv = _mm512_add_ps(sumv, e);
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, x + i), sv, mxv)));
+    _mm512_mask_storeu_ps(x + i, m, e);
+    sumv = _mm512_add_ps(sumv, e);
+  }
+  return _mm512_reduce_add_ps(sumv);
 }
 
 // The float panel tile on 512-bit registers: MR rows of A times 32 columns of B (2 vectors per row, up to
