@@ -279,6 +279,43 @@ void check_interleaved_gemm(WeightType type) {
   }
 }
 
+// The two-group tiles: bit-identical to two one-group tiles of the generic table.
+void check_interleaved_gemm_pairs(WeightType type) {
+  const KernelTable& g = generic_kernels();
+  for (int64_t nb : {1, 3, 64}) {
+    const int64_t k = nb * kQK;
+    const auto wf = random_floats(static_cast<size_t>(16 * k), 17), xf = random_floats(static_cast<size_t>(4 * k), 18, 5.0f);
+    std::vector<uint8_t> rows(16 * row_bytes(type, k)), packed(rows.size());
+    for (int c = 0; c < 16; ++c) {
+      void* r = rows.data() + c * row_bytes(type, k);
+      if (type == WeightType::kQ8_0) quantize_row_q8_0_ref(wf.data() + c * k, static_cast<BlockQ8_0*>(r), k);
+      else quantize_row_q4_0_ref(wf.data() + c * k, static_cast<BlockQ4_0*>(r), k);
+    }
+    const Mat w = interleave8(Mat{type, 16, k, rows.data()}, packed.data());
+    std::vector<int8_t> q(4 * k);
+    std::vector<float> d(4 * nb);
+    std::vector<int32_t> s(4 * nb);
+    for (int i = 0; i < 4; ++i) quantize_row_act_ref(xf.data() + i * k, k, q.data() + i * k, d.data() + i * nb, s.data() + i * nb);
+    for (int mr = 1; mr <= 4; ++mr) {
+      float want[4 * 16], got[4 * 16];
+      for (int half = 0; half < 2; ++half) {
+        if (type == WeightType::kQ8_0) g.gemm_q8_0x8(static_cast<const BlockQ8_0x8*>(w.group(half)), q.data(), d.data(), s.data(), nb, want + 8 * half, 16, mr);
+        else g.gemm_q4_0x8(static_cast<const BlockQ4_0x8*>(w.group(half)), q.data(), d.data(), s.data(), nb, want + 8 * half, 16, mr);
+      }
+      for (const KernelTable* t : simd_tables()) {
+        if (type == WeightType::kQ8_0) t->gemm_q8_0x16(static_cast<const BlockQ8_0x8*>(w.group(0)), q.data(), d.data(), s.data(), nb, got, 16, mr);
+        else t->gemm_q4_0x16(static_cast<const BlockQ4_0x8*>(w.group(0)), q.data(), d.data(), s.data(), nb, got, 16, mr);
+        for (int i = 0; i < mr * 16; ++i) ASSERT_EQ(want[i], got[i]) << t->name << " " << weight_type_name(type) << " nb " << nb << " mr " << mr << " at " << i;
+      }
+    }
+  }
+}
+
+TEST(Kernels, InterleavedGemmPairsBitIdenticalToGeneric) {
+  check_interleaved_gemm_pairs(WeightType::kQ8_0);
+  check_interleaved_gemm_pairs(WeightType::kQ4_0);
+}
+
 TEST(Kernels, InterleavedGemmQ8_0ExactAndBitIdenticalToGeneric) { check_interleaved_gemm(WeightType::kQ8_0); }
 TEST(Kernels, InterleavedGemmQ4_0ExactAndBitIdenticalToGeneric) { check_interleaved_gemm(WeightType::kQ4_0); }
 

@@ -19,6 +19,10 @@ void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const 
 void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc,
                       int mr, int nc);
 float exp_scaled(float* x, int64_t n, float scale);
+void gemm_q8_0x16(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                  int64_t ldy, int mr);
+void gemm_q4_0x16(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                  int64_t ldy, int mr);
 }  // namespace avx512vnni
 
 const KernelTable* avx512vnni_kernels() {
@@ -34,6 +38,8 @@ const KernelTable* avx512vnni_kernels() {
     t.nn_rows = 12;
     t.nn_cols = 32;
     t.exp_scaled = avx512vnni::exp_scaled;
+    t.gemm_q8_0x16 = avx512vnni::gemm_q8_0x16;
+    t.gemm_q4_0x16 = avx512vnni::gemm_q4_0x16;
     return t;
   }();
   return &table;

@@ -53,6 +53,12 @@ struct KernelTable {
                       float* y, int64_t ldy, int mr);
   void (*gemm_q4_0x8)(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
                       float* y, int64_t ldy, int mr);
+  // The same for two consecutive groups (w and w + nb: 16 output columns y[i * ldy + 0 .. 15]), which
+  // 512-bit registers hold at once; elsewhere two calls of the tile above.
+  void (*gemm_q8_0x16)(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
+                       float* y, int64_t ldy, int mr);
+  void (*gemm_q4_0x16)(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
+                       float* y, int64_t ldy, int mr);
 };
 
 const KernelTable& generic_kernels();

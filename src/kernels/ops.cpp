@@ -124,20 +124,25 @@ void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, 
     for (int64_t i = i0; i < i1; ++i) K.quantize_act(x + i * k, k, q + i * k, d + i * nb, s + i * nb);
   });
   const bool q8 = w.type == WeightType::kQ8_0;
-  // Chunks of groups handed out dynamically: about 8 per thread, at most 16 groups (128 rows) each.
+  // Chunks of groups handed out dynamically: about 8 per thread, an even 2 to 16 groups (16-128 rows) each.
   const int64_t groups = m / 8;
-  const int64_t chunk = std::clamp<int64_t>(groups / (8 * pool.size()), 1, 16);
+  const int64_t chunk = std::clamp<int64_t>(groups / (8 * pool.size()) / 2 * 2, 2, 16);
   pool.parallel_for_dynamic(groups, chunk, [&](int, int64_t g0, int64_t g1) {
     for (int64_t r0 = 0; r0 < n; r0 += kRowBlock) {
       const int64_t r1 = std::min(n, r0 + kRowBlock);
-      for (int64_t g = g0; g < g1; ++g) {
+      // Pairs of groups (16 columns, one 512-bit register per row where the table has them), then a single.
+      for (int64_t g = g0; g < g1; g += 2) {
+        const bool pair = g + 1 < g1;
         for (int64_t i = r0; i < r1; i += 4) {
           const int mr = static_cast<int>(std::min<int64_t>(4, r1 - i));
           float* yi = y + i * m + 8 * g;
-          if (q8)
-            K.gemm_q8_0x8(static_cast<const BlockQ8_0x8*>(w.group(g)), q + i * k, d + i * nb, s + i * nb, nb, yi, m, mr);
-          else
-            K.gemm_q4_0x8(static_cast<const BlockQ4_0x8*>(w.group(g)), q + i * k, d + i * nb, s + i * nb, nb, yi, m, mr);
+          if (q8) {
+            const auto* wg = static_cast<const BlockQ8_0x8*>(w.group(g));
+            (pair ? K.gemm_q8_0x16 : K.gemm_q8_0x8)(wg, q + i * k, d + i * nb, s + i * nb, nb, yi, m, mr);
+          } else {
+            const auto* wg = static_cast<const BlockQ4_0x8*>(w.group(g));
+            (pair ? K.gemm_q4_0x16 : K.gemm_q4_0x8)(wg, q + i * k, d + i * nb, s + i * nb, nb, yi, m, mr);
+          }
         }
       }
     }

@@ -502,6 +502,18 @@ void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const 
   }
 }
 
+void gemm_q8_0x16(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                  int64_t ldy, int mr) {
+  gemm_q8_0x8(w, xq, xd, xsum, nb, y, ldy, mr);
+  gemm_q8_0x8(w + nb, xq, xd, xsum, nb, y + 8, ldy, mr);
+}
+
+void gemm_q4_0x16(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                  int64_t ldy, int mr) {
+  gemm_q4_0x8(w, xq, xd, xsum, nb, y, ldy, mr);
+  gemm_q4_0x8(w + nb, xq, xd, xsum, nb, y + 8, ldy, mr);
+}
+
 }  // namespace
 }  // namespace avx2
 
@@ -520,7 +532,9 @@ const KernelTable* avx2_kernels() {
                                  avx2::dot_q4_0_rows,
                                  avx2::quantize_act,
                                  avx2::gemm_q8_0x8,
-                                 avx2::gemm_q4_0x8};
+                                 avx2::gemm_q4_0x8,
+                                 avx2::gemm_q8_0x16,
+                                 avx2::gemm_q4_0x16};
   const CpuFeatures f = cpu_features();
   return f.avx2 && f.fma && f.f16c && f.os_ymm ? &table : nullptr;
 }

@@ -98,7 +98,108 @@ void gemm_q4_0x8_mr(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, con
   for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + i * ldy, acc[i]);
 }
 
+// Two groups at once on 512-bit registers: lanes 0-7 are group g's rows, 8-15 group g+1's (the blocks of
+// both, one 256-bit half each); otherwise the tiles above.
+inline __m512i load_pair(const void* a, const void* b) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(a))),
+                            _mm256_loadu_si256(static_cast<const __m256i*>(b)), 1);
+}
+
+inline __m512 scales_pair(const uint16_t* a, const uint16_t* b) {
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+                                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1));
+}
+
+inline __m512i bcast4_512(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+template <int MR>
+void gemm_q8_0x16_mr(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
+                     float* y, int64_t ldy) {
+  const BlockQ8_0x8* w2 = w + nb;
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc[MR];
+  for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i s0[MR], s1[MR];
+    for (int i = 0; i < MR; ++i) s0[i] = s1[i] = _mm512_setzero_si512();
+    prefetch_ahead(w + b);
+    prefetch_ahead(w2 + b);
+    for (int t = 0; t < 8; t += 2) {
+      const __m512i u0 = _mm512_xor_si512(load_pair(w[b].qs + 32 * t, w2[b].qs + 32 * t), flip);
+      const __m512i u1 = _mm512_xor_si512(load_pair(w[b].qs + 32 * t + 32, w2[b].qs + 32 * t + 32), flip);
+      for (int i = 0; i < MR; ++i) {
+        const int8_t* x = xq + (i * nb + b) * kQK + 4 * t;
+        s0[i] = _mm512_dpbusd_epi32(s0[i], u0, bcast4_512(x));
+        s1[i] = _mm512_dpbusd_epi32(s1[i], u1, bcast4_512(x + 4));
+      }
+    }
+    const __m512 dw = scales_pair(w[b].d, w2[b].d);
+    for (int i = 0; i < MR; ++i) {
+      const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s0[i], s1[i]), _mm512_set1_epi32(128 * xsum[i * nb + b]));
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(xd[i * nb + b]));
+      acc[i] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(isum), acc[i]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) _mm512_storeu_ps(y + i * ldy, acc[i]);
+}
+
+template <int MR>
+void gemm_q4_0x16_mr(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
+                     float* y, int64_t ldy) {
+  const BlockQ4_0x8* w2 = w + nb;
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[MR];
+  for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i s0[MR], s1[MR];
+    for (int i = 0; i < MR; ++i) s0[i] = s1[i] = _mm512_setzero_si512();
+    prefetch_ahead(w + b);
+    prefetch_ahead(w2 + b);
+    for (int s = 0; s < 4; ++s) {
+      const __m512i packed = load_pair(w[b].qs + 32 * s, w2[b].qs + 32 * s);
+      const __m512i lo = _mm512_and_si512(packed, low4);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low4);
+      for (int i = 0; i < MR; ++i) {
+        const int8_t* x = xq + (i * nb + b) * kQK;
+        s0[i] = _mm512_dpbusd_epi32(s0[i], lo, bcast4_512(x + 4 * s));
+        s1[i] = _mm512_dpbusd_epi32(s1[i], hi, bcast4_512(x + 16 + 4 * s));
+      }
+    }
+    const __m512 dw = scales_pair(w[b].d, w2[b].d);
+    for (int i = 0; i < MR; ++i) {
+      const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s0[i], s1[i]), _mm512_set1_epi32(8 * xsum[i * nb + b]));
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(xd[i * nb + b]));
+      acc[i] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(isum), acc[i]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) _mm512_storeu_ps(y + i * ldy, acc[i]);
+}
+
 }  // namespace
+
+void gemm_q8_0x16(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                  int64_t ldy, int mr) {
+  switch (mr) {
+    case 1: return gemm_q8_0x16_mr<1>(w, xq, xd, xsum, nb, y, ldy);
+    case 2: return gemm_q8_0x16_mr<2>(w, xq, xd, xsum, nb, y, ldy);
+    case 3: return gemm_q8_0x16_mr<3>(w, xq, xd, xsum, nb, y, ldy);
+    default: return gemm_q8_0x16_mr<4>(w, xq, xd, xsum, nb, y, ldy);
+  }
+}
+
+void gemm_q4_0x16(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                  int64_t ldy, int mr) {
+  switch (mr) {
+    case 1: return gemm_q4_0x16_mr<1>(w, xq, xd, xsum, nb, y, ldy);
+    case 2: return gemm_q4_0x16_mr<2>(w, xq, xd, xsum, nb, y, ldy);
+    case 3: return gemm_q4_0x16_mr<3>(w, xq, xd, xsum, nb, y, ldy);
+    default: return gemm_q4_0x16_mr<4>(w, xq, xd, xsum, nb, y, ldy);
+  }
+}
 
 void gemm_q8_0x8(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
                  int64_t ldy, int mr) {
