@@ -108,8 +108,9 @@ struct QuantizedRows {
 // 256 measured slower on the vision and prefill shapes, bench_kernels).
 constexpr int64_t kRowBlock = 128;
 
-// Interleaved quantized weights: one thread per range of 8-row groups; for each block of activation rows,
-// each group is dotted with 4 activation rows at a time by the integer GEMM tile.
+// Interleaved quantized weights: the threads take chunks of 8-row groups as they come free; for each block
+// of activation rows, each pair of groups (or a last single one) is dotted with 4 activation rows at a time
+// by the integer GEMM tile.
 void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, int64_t n, const Mat& w, float* y) {
   const int64_t m = w.rows, k = w.cols, nb = k / kQK;
   QVL_CHECK(k % kQK == 0 && m % 8 == 0);
