@@ -150,25 +150,13 @@ void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const 
     }
 }
 
-void gemm_q8_0x16(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                  int64_t ldy, int mr) {
-  gemm_q8_0x8(w, xq, xd, xsum, nb, y, ldy, mr);
-  gemm_q8_0x8(w + nb, xq, xd, xsum, nb, y + 8, ldy, mr);
-}
-
-void gemm_q4_0x16(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                  int64_t ldy, int mr) {
-  gemm_q4_0x8(w, xq, xd, xsum, nb, y, ldy, mr);
-  gemm_q4_0x8(w + nb, xq, xd, xsum, nb, y + 8, ldy, mr);
-}
-
 }  // namespace
 
 const KernelTable& generic_kernels() {
   static const KernelTable table{"generic",      row_to_f32,    gemm_f32_tile, gemm_f32_nn_tile,
                                  6, 16, exp_scaled, gelu_tanh,     silu_mul,      quantize_row_q8_0_ref,
                                  dot_q8_0_rows,  dot_q4_0_rows, quantize_row_act_ref, gemm_q8_0x8,
-                                 gemm_q4_0x8,    gemm_q8_0x16,  gemm_q4_0x16};
+                                 gemm_q4_0x8,    two_groups<BlockQ8_0x8, gemm_q8_0x8>, two_groups<BlockQ4_0x8, gemm_q4_0x8>};
   return table;
 }
 

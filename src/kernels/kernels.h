@@ -61,6 +61,14 @@ struct KernelTable {
                        float* y, int64_t ldy, int mr);
 };
 
+// gemm_q*_0x16 for tables without 512-bit registers: the one-group tile on each of the two groups.
+template <class Block, void (*Tile)(const Block*, const int8_t*, const float*, const int32_t*, int64_t, float*, int64_t, int)>
+void two_groups(const Block* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                int64_t ldy, int mr) {
+  Tile(w, xq, xd, xsum, nb, y, ldy, mr);
+  Tile(w + nb, xq, xd, xsum, nb, y + 8, ldy, mr);
+}
+
 const KernelTable& generic_kernels();
 // Null when the machine (CPU or OS) cannot run AVX2 + FMA + F16C.
 const KernelTable* avx2_kernels();

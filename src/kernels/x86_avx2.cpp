@@ -257,34 +257,48 @@ void silu_mul(float* gate, const float* up, int64_t n) {
   }
 }
 
-void quantize_q8_0(const float* x, BlockQ8_0* out, int64_t cols) {
+// One block of 32 values quantized as the reference quantizers do: d = amax / 127, q = nearbyint(x * (1 / d));
+// stores the 32 int8 values in order at q, returns d and (in *sum) the sum of the values.
+inline float quantize_block(const float* xb, int8_t* q, int32_t* sum) {
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
-  for (int64_t b = 0; b < cols / kQK; ++b) {
-    const float* xb = x + b * kQK;
-    __m256 v[4];
-    __m256 amax = _mm256_setzero_ps();
-    for (int j = 0; j < 4; ++j) {
-      v[j] = _mm256_loadu_ps(xb + 8 * j);
-      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_mask, v[j]));
-    }
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    // Same arithmetic as quantize_row_q8_0_ref: d = amax / 127, q = nearbyint(x * (1 / d)).
-    const float d = _mm_cvtss_f32(m) / 127.0f;
-    const float id = d != 0 ? 1.0f / d : 0.0f;
-    out[b].d = f2h(d);
-    const __m256 idv = _mm256_set1_ps(id);
-    __m256i q[4];
-    for (int j = 0; j < 4; ++j)
-      q[j] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[j], idv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    // Pack 32 int32 -> 32 int8 in order (packs work per 128-bit lane, so fix the order with a permute).
-    const __m256i p01 = _mm256_packs_epi32(q[0], q[1]);
-    const __m256i p23 = _mm256_packs_epi32(q[2], q[3]);
-    __m256i p = _mm256_packs_epi16(p01, p23);
-    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), p);
+  __m256 v[4];
+  __m256 amax = _mm256_setzero_ps();
+  for (int j = 0; j < 4; ++j) {
+    v[j] = _mm256_loadu_ps(xb + 8 * j);
+    amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_mask, v[j]));
   }
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  const float d = _mm_cvtss_f32(m) / 127.0f;
+  const float id = d != 0 ? 1.0f / d : 0.0f;
+  const __m256 idv = _mm256_set1_ps(id);
+  __m256i qi[4];
+  for (int j = 0; j < 4; ++j)
+    qi[j] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[j], idv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  if (sum) {
+    const __m256i sum4 = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum4), _mm256_extracti128_si256(sum4, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+    *sum = _mm_cvtsi128_si32(s4);
+  }
+  // Pack 32 int32 -> 32 int8 in order (packs work per 128-bit lane, so fix the order with a permute).
+  const __m256i p01 = _mm256_packs_epi32(qi[0], qi[1]);
+  const __m256i p23 = _mm256_packs_epi32(qi[2], qi[3]);
+  __m256i p = _mm256_packs_epi16(p01, p23);
+  p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), p);
+  return d;
+}
+
+void quantize_q8_0(const float* x, BlockQ8_0* out, int64_t cols) {
+  for (int64_t b = 0; b < cols / kQK; ++b) out[b].d = f2h(quantize_block(x + b * kQK, out[b].qs, nullptr));
+}
+
+// Quantizes one activation row as quantize_row_act_ref (float32 scales, int32 sums).
+void quantize_act(const float* x, int64_t cols, int8_t* q, float* d, int32_t* sum) {
+  for (int64_t b = 0; b < cols / kQK; ++b) d[b] = quantize_block(x + b * kQK, q + b * kQK, sum + b);
 }
 
 // Signed int8 dot of 32 pairs via maddubs: |w| (unsigned) times x with w's sign, pairs summed to int16,
@@ -353,40 +367,6 @@ void dot_q4_0_rows(const BlockQ4_0* w, const BlockQ8_0* x, int64_t nb, float* y,
     case 2: return dot_rows<2>(w, x, nb, y, ldy, load);
     case 3: return dot_rows<3>(w, x, nb, y, ldy, load);
     default: return dot_rows<4>(w, x, nb, y, ldy, load);
-  }
-}
-
-// Quantizes one activation row as quantize_row_act_ref (same arithmetic, float32 scales and sums).
-void quantize_act(const float* x, int64_t cols, int8_t* q, float* d, int32_t* sum) {
-  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
-  for (int64_t b = 0; b < cols / kQK; ++b) {
-    const float* xb = x + b * kQK;
-    __m256 v[4];
-    __m256 amax = _mm256_setzero_ps();
-    for (int j = 0; j < 4; ++j) {
-      v[j] = _mm256_loadu_ps(xb + 8 * j);
-      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_mask, v[j]));
-    }
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    const float db = _mm_cvtss_f32(m) / 127.0f;
-    const float id = db != 0 ? 1.0f / db : 0.0f;
-    const __m256 idv = _mm256_set1_ps(id);
-    __m256i qi[4];
-    for (int j = 0; j < 4; ++j)
-      qi[j] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[j], idv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    const __m256i sum4 = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
-    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum4), _mm256_extracti128_si256(sum4, 1));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
-    const __m256i p01 = _mm256_packs_epi32(qi[0], qi[1]);
-    const __m256i p23 = _mm256_packs_epi32(qi[2], qi[3]);
-    __m256i p = _mm256_packs_epi16(p01, p23);
-    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kQK), p);
-    d[b] = db;
-    sum[b] = _mm_cvtsi128_si32(s4);
   }
 }
 
@@ -502,18 +482,6 @@ void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const 
   }
 }
 
-void gemm_q8_0x16(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                  int64_t ldy, int mr) {
-  gemm_q8_0x8(w, xq, xd, xsum, nb, y, ldy, mr);
-  gemm_q8_0x8(w + nb, xq, xd, xsum, nb, y + 8, ldy, mr);
-}
-
-void gemm_q4_0x16(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                  int64_t ldy, int mr) {
-  gemm_q4_0x8(w, xq, xd, xsum, nb, y, ldy, mr);
-  gemm_q4_0x8(w + nb, xq, xd, xsum, nb, y + 8, ldy, mr);
-}
-
 }  // namespace
 }  // namespace avx2
 
@@ -533,8 +501,8 @@ const KernelTable* avx2_kernels() {
                                  avx2::quantize_act,
                                  avx2::gemm_q8_0x8,
                                  avx2::gemm_q4_0x8,
-                                 avx2::gemm_q8_0x16,
-                                 avx2::gemm_q4_0x16};
+                                 two_groups<BlockQ8_0x8, avx2::gemm_q8_0x8>,
+                                 two_groups<BlockQ4_0x8, avx2::gemm_q4_0x8>};
   const CpuFeatures f = cpu_features();
   return f.avx2 && f.fma && f.f16c && f.os_ymm ? &table : nullptr;
 }
