@@ -104,4 +104,84 @@ void BM_VisionAttention(benchmark::State& state) {
 }
 BENCHMARK(BM_VisionAttention)->Arg(784)->Arg(3072)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The element-wise kernels on the model's shapes, threaded as the model runs them; GB/s = bytes read and
+// written once. Args: rows, columns.
+void element_counters(benchmark::State& state, double bytes) {
+  state.counters["GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.SetLabel(kernels().name);
+}
+
+void BM_RmsNorm(benchmark::State& state) {  // text: [tokens, 2048]
+  const int64_t n = state.range(0), d = state.range(1);
+  std::vector<float> x(static_cast<size_t>(n * d), 0.5f), w(static_cast<size_t>(d), 1.0f), y(x.size());
+  for (auto _ : state) rms_norm(pool(), x.data(), n, d, w.data(), 1e-6f, y.data());
+  element_counters(state, 8.0 * n * d);
+}
+BENCHMARK(BM_RmsNorm)->Args({210, 2048})->Args({1, 2048})->UseRealTime();
+
+void BM_LayerNorm(benchmark::State& state) {  // vision: [patches, 1024]
+  const int64_t n = state.range(0), d = state.range(1);
+  std::vector<float> x(static_cast<size_t>(n * d), 0.5f), w(static_cast<size_t>(d), 1.0f), b(static_cast<size_t>(d)), y(x.size());
+  for (auto _ : state) layer_norm(pool(), x.data(), n, d, w.data(), b.data(), 1e-6f, y.data());
+  element_counters(state, 8.0 * n * d);
+}
+BENCHMARK(BM_LayerNorm)->Args({784, 1024})->UseRealTime();
+
+void BM_GeluTanh(benchmark::State& state) {  // vision MLP: [patches, 4096]
+  const int64_t n = state.range(0) * state.range(1);
+  // In place on a fresh copy every time: applied again and again the values would shrink into denormals.
+  std::vector<float> x0(static_cast<size_t>(n)), x(x0.size());
+  for (int64_t i = 0; i < n; ++i) x0[static_cast<size_t>(i)] = static_cast<float>(i % 41) * 0.1f - 2.0f;
+  for (auto _ : state) {
+    std::copy(x0.begin(), x0.end(), x.begin());
+    gelu_tanh(pool(), x.data(), n);
+  }
+  element_counters(state, 16.0 * n);  // the copy's read and write included
+}
+BENCHMARK(BM_GeluTanh)->Args({784, 4096})->UseRealTime();
+
+void BM_SiluMul(benchmark::State& state) {  // text MLP: [tokens, 6144]
+  const int64_t n = state.range(0) * state.range(1);
+  std::vector<float> g0(static_cast<size_t>(n)), g(g0.size()), u(static_cast<size_t>(n), 0.25f);
+  for (int64_t i = 0; i < n; ++i) g0[static_cast<size_t>(i)] = static_cast<float>(i % 41) * 0.1f - 2.0f;
+  for (auto _ : state) {
+    std::copy(g0.begin(), g0.end(), g.begin());  // fresh values every time (see BM_GeluTanh)
+    silu_mul(pool(), g.data(), u.data(), n);
+  }
+  element_counters(state, 20.0 * n);  // the copy's read and write included
+}
+BENCHMARK(BM_SiluMul)->Args({210, 6144})->Args({1, 6144})->UseRealTime();
+
+void BM_ExpScaled(benchmark::State& state) {  // one attention score row (one thread)
+  const int64_t n = state.range(0);
+  std::vector<float> x0(static_cast<size_t>(n)), x(x0.size());
+  for (int64_t i = 0; i < n; ++i) x0[static_cast<size_t>(i)] = static_cast<float>(i % 17) * 0.1f;
+  for (auto _ : state) {
+    std::copy(x0.begin(), x0.end(), x.begin());  // fresh scores every time
+    benchmark::DoNotOptimize(kernels().exp_scaled(x.data(), n, 0.125f));
+  }
+  element_counters(state, 16.0 * n);  // the copy's read and write included
+}
+BENCHMARK(BM_ExpScaled)->Arg(784)->Arg(3072);
+
+void BM_QuantizeAct(benchmark::State& state) {  // one activation row per call, [rows, cols] (one thread)
+  const int64_t n = state.range(0), k = state.range(1), nb = k / kQK;
+  std::vector<float> x(static_cast<size_t>(n * k), 0.3f), d(static_cast<size_t>(n * nb));
+  std::vector<int8_t> q(static_cast<size_t>(n * k));
+  std::vector<int32_t> s(static_cast<size_t>(n * nb));
+  for (auto _ : state)
+    for (int64_t i = 0; i < n; ++i) kernels().quantize_act(&x[static_cast<size_t>(i * k)], k, &q[static_cast<size_t>(i * k)], &d[static_cast<size_t>(i * nb)], &s[static_cast<size_t>(i * nb)]);
+  element_counters(state, 5.0 * n * k);
+}
+BENCHMARK(BM_QuantizeAct)->Args({210, 2048})->Args({784, 1024});
+
+void BM_RopeText(benchmark::State& state) {  // q and k heads of one prefill: [tokens, 16 + 8 heads of 128]
+  const int64_t n = state.range(0), hd = 128, heads = 24;
+  std::vector<float> x(static_cast<size_t>(n * heads * hd), 0.5f), cs(static_cast<size_t>(hd), 0.8f), sn(static_cast<size_t>(hd), 0.6f);
+  for (auto _ : state)
+    for (int64_t h = 0; h < n * heads; ++h) rope_rotate_half(&x[static_cast<size_t>(h * hd)], hd, cs.data(), sn.data());
+  element_counters(state, 8.0 * n * heads * hd);
+}
+BENCHMARK(BM_RopeText)->Arg(210);
+
 }  // namespace
