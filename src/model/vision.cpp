@@ -116,6 +116,11 @@ std::vector<float> patch_merger(ThreadPool& pool, const MergerW& w, const Vision
 
 }  // namespace
 
+namespace {
+// Patches per slice of the vision MLP (see encode_images): 512 x 4096 floats = 8 MiB.
+constexpr int64_t kMlpRows = 512;
+}  // namespace
+
 VisionOutput encode_images(const Model& model, ThreadPool& pool, const std::vector<const PreprocessedImage*>& images,
                            const DumpFn* dump) {
   const VisionConfig& c = model.config().vision;
@@ -140,6 +145,7 @@ VisionOutput encode_images(const Model& model, ThreadPool& pool, const std::vect
   }
   std::vector<float> h(static_cast<size_t>(N * D));  // [N, D]
   matmul(pool, pixels.data(), N, w.patch_embed.w, w.patch_embed.bias(), h.data());
+  std::vector<float>().swap(pixels);  // not read again: give its memory back before the blocks run
   emit("model.visual.patch_embed", h.data(), {N, D});
 
   // hidden_states = hidden_states + self.fast_pos_embed_interpolate(grid_thw); cos/sin of rot_pos_emb.
@@ -160,7 +166,7 @@ VisionOutput encode_images(const Model& model, ThreadPool& pool, const std::vect
 
   std::vector<float> normed(static_cast<size_t>(N * D)), qkv(static_cast<size_t>(N * 3 * D)),
       attn(static_cast<size_t>(N * D)), tmp(static_cast<size_t>(N * D)),
-      mlp(static_cast<size_t>(N * c.intermediate_size));
+      mlp(static_cast<size_t>(std::min(N, kMlpRows) * c.intermediate_size));
   VisionOutput out;
   out.deepstack.resize(c.deepstack_visual_indexes.size());
   out.dim = c.out_hidden_size;
@@ -190,9 +196,14 @@ VisionOutput encode_images(const Model& model, ThreadPool& pool, const std::vect
     add_inplace(pool, h.data(), tmp.data(), N * D);
     // hidden_states = hidden_states + self.mlp(self.norm2(hidden_states))
     layer_norm(pool, h.data(), N, D, b.norm2.w.data(), b.norm2.b.data(), c.layer_norm_eps, normed.data());
-    matmul(pool, normed.data(), N, b.fc1.w, b.fc1.bias(), mlp.data());
-    gelu_tanh(pool, mlp.data(), N * c.intermediate_size);
-    matmul(pool, mlp.data(), N, b.fc2.w, b.fc2.bias(), tmp.data());
+    // The MLP runs kMlpRows patches at a time: its [rows, intermediate] activations are the largest
+    // buffer of the tower (50 MB for a 1024x768 image whole).
+    for (int64_t r0 = 0; r0 < N; r0 += kMlpRows) {
+      const int64_t rows = std::min(kMlpRows, N - r0);
+      matmul(pool, &normed[static_cast<size_t>(r0 * D)], rows, b.fc1.w, b.fc1.bias(), mlp.data());
+      gelu_tanh(pool, mlp.data(), rows * c.intermediate_size);
+      matmul(pool, mlp.data(), rows, b.fc2.w, b.fc2.bias(), &tmp[static_cast<size_t>(r0 * D)]);
+    }
     add_inplace(pool, h.data(), tmp.data(), N * D);
     emit("model.visual.blocks." + std::to_string(layer), h.data(), {N, D});
     // if layer_num in self.deepstack_visual_indexes: deepstack_merger_list[...](hidden_states)
