@@ -377,7 +377,7 @@ inline __m256i bcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// Weight blocks are read once per activation row tile, in order (the groups of a thread's range follow
+// Weight blocks are read once per activation row tile, in order (the groups of a thread's chunk follow
 // each other in memory): asking for the block kPrefetchBlocks ahead keeps decode, which reads every
 // weight once per token, at the memory bandwidth (LM head q4_0 GEMV 13.1 -> 8.1 ms, 21.5 GB/s; 8 blocks
 // ahead gave 9.4 ms, 32 the same as 16; bench_kernels).

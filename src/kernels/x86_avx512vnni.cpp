@@ -1,8 +1,9 @@
 // The AVX-512 VNNI table (Ice Lake and later Intel, AMD Zen 4 and later): the AVX2 table with the integer
-// GEMM tiles rewritten around vpdpbusd on 256-bit registers, which multiplies 4 unsigned by 4 signed bytes
-// and adds them into an int32 lane in one instruction (AVX2 needs maddubs + madd + add, or a sign trick),
-// same interleaved layouts, same exact integer sums, same float32 scaling: bit-identical to generic; and
-// attention's float panel tile (12 rows x 32 columns) and exp on 512-bit registers.
+// GEMM tiles rewritten around vpdpbusd, which multiplies 4 unsigned by 4 signed bytes and adds them into an
+// int32 lane in one instruction (AVX2 needs maddubs + madd + add, or a sign trick) — one weight group per
+// 256-bit register, or two per 512-bit register — with the same interleaved layouts, the same exact
+// integer sums and the same float32 scaling: bit-identical to generic; and attention's float panel tile
+// (12 rows x 32 columns) and exp on 512-bit registers.
 // Only these tiles live here; dispatch.cpp, compiled for baseline x86-64, builds the table, so nothing
 // from this file runs before the CPU check.
 #include <immintrin.h>
@@ -22,7 +23,7 @@ inline __m256i bcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// Weight blocks are read once per activation row tile, in order (the groups of a thread's range follow
+// Weight blocks are read once per activation row tile, in order (the groups of a thread's chunk follow
 // each other in memory): asking for the block kPrefetchBlocks ahead keeps decode, which reads every
 // weight once per token, at the memory bandwidth (LM head q4_0 GEMV 13.1 -> 8.1 ms, 21.5 GB/s; 8 blocks
 // ahead gave 9.4 ms, 32 the same as 16; bench_kernels).
