@@ -187,6 +187,11 @@ void check_case(const Model& model, ThreadPool& pool, const std::string& name) {
   auto r = generate(model, pool, *messages, images, g);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->tokens, c["greedy"].get<std::vector<int32_t>>());
+  // The same with the prompt read 7 tokens at a time (slices that cut through the images' tokens).
+  g.prefill_chunk = 7;
+  auto sliced = generate(model, pool, *messages, images, g);
+  ASSERT_TRUE(sliced.ok()) << sliced.status().message();
+  EXPECT_EQ(sliced->tokens, c["greedy"].get<std::vector<int32_t>>()) << "prefill in slices of 7 tokens";
 }
 
 TEST_F(ModelForward, TextOnly) { check_case(*model_, *pool_, "text_only"); }

@@ -24,6 +24,7 @@ struct GenerateOptions {
   bool ignore_eos = false;              // keep going past end tokens (tests and benchmarks)
   int64_t context = 4096;               // KV cache size: prompt + generated tokens
   KVType kv_type = KVType::kF16;        // how the KV cache stores keys and values
+  int64_t prefill_chunk = 512;          // the prompt is read this many tokens at a time (activation memory)
   ChatOptions chat;                     // add_generation_prompt, add_vision_id, tools
   PreprocessOptions image;              // min/max pixels
 };

@@ -82,9 +82,26 @@ Status Session::start(ThreadPool& pool, const std::vector<ChatMessage>& messages
   t0 = now_ms();
   cache_ = std::make_unique<KVCache>(cfg.text, options.context, options.kv_type);
   logits_.resize(static_cast<size_t>(cfg.text.vocab_size));
-  const int32_t* p3[3] = {pos.pos[0].data(), pos.pos[1].data(), pos.pos[2].data()};
-  text_forward(model_, pool, *cache_, ids.data(), n_prompt, p3, pre.empty() ? nullptr : &visual, LogitsMode::kLast,
-               logits_.data(), cb.dump);
+  // In slices of prefill_chunk tokens (one slice when dumping, so the dumps cover the whole prompt): the
+  // activations of a long prompt ([tokens, 6144] per MLP buffer) then stay bounded, and the results are
+  // the same, since every row is computed on its own and attention reads the cache.
+  const int64_t chunk = cb.dump || options.prefill_chunk <= 0 ? n_prompt : options.prefill_chunk;
+  const int64_t H = cfg.text.hidden_size;
+  int64_t visual_done = 0;
+  for (int64_t at = 0; at < n_prompt; at += chunk) {
+    const int64_t n = std::min(chunk, n_prompt - at);
+    VisualInputs slice;
+    if (!pre.empty()) {
+      slice.n_visual = std::count(ids.begin() + at, ids.begin() + at + n, cfg.image_token_id);
+      slice.embeds = visual.embeds + visual_done * H;
+      for (const float* d : visual.deepstack) slice.deepstack.push_back(d + visual_done * H);
+    }
+    const int32_t* p3[3] = {pos.pos[0].data() + at, pos.pos[1].data() + at, pos.pos[2].data() + at};
+    text_forward(model_, pool, *cache_, ids.data() + at, n, p3, slice.n_visual > 0 ? &slice : nullptr,
+                 at + n == n_prompt ? LogitsMode::kLast : LogitsMode::kNone, logits_.data(), cb.dump);
+    visual_done += slice.n_visual;
+  }
+  QVL_CHECK(visual_done == visual.n_visual);
   tm.prefill_ms = now_ms() - t0;
 
   sampler_ = std::make_unique<Sampler>(options.sampling);
