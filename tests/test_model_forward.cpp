@@ -225,6 +225,31 @@ TEST_F(ModelForward, F16CacheFollowsTheF32Cache) {
   }
 }
 
+// keep_going is asked before the vision pass and between prefill slices; false ends the answer there as
+// cancelled, with no token generated.
+TEST_F(ModelForward, PrefillStopsBetweenSlicesWhenAsked) {
+  ChatMessage m;
+  m.role = "user";
+  m.content_string = "one two three four five six seven eight nine ten eleven twelve";
+  GenerateOptions g;
+  g.prefill_chunk = 4;
+  g.max_tokens = 8;
+  g.ignore_eos = true;
+  int asked = 0;
+  GenerateCallbacks cb;
+  cb.keep_going = [&] { return ++asked < 3; };  // yes before the vision pass and slice 2, no before slice 3
+  auto r = generate(*model_, *pool_, {m}, {}, g, cb);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->finish, FinishReason::kCancelled);
+  EXPECT_TRUE(r->tokens.empty());
+  EXPECT_EQ(asked, 3);
+  // Never asked to stop: the same prompt runs to its 8 tokens.
+  cb.keep_going = [] { return true; };
+  auto full = generate(*model_, *pool_, {m}, {}, g, cb);
+  ASSERT_TRUE(full.ok()) << full.status().message();
+  EXPECT_EQ(full->tokens.size(), 8u);
+}
+
 TEST_F(ModelForward, RejectsAPromptLongerThanTheContext) {
   ChatMessage m;
   m.role = "user";

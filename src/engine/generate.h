@@ -50,6 +50,9 @@ struct GenerateCallbacks {
   std::function<bool(std::string_view)> on_text;
   std::function<void(const char* phase)> progress;
   const DumpFn* dump = nullptr;  // named intermediates of the vision pass and the prefill
+  // Asked before the vision pass and between prefill slices: false ends the prompt's reading there, the
+  // answer finishing as cancelled (a client gone or a deadline passed during a long prefill).
+  std::function<bool()> keep_going;
 };
 
 Result<GenerateResult> generate(const Model& model, ThreadPool& pool, const std::vector<ChatMessage>& messages,

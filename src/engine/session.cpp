@@ -62,9 +62,18 @@ Status Session::start(ThreadPool& pool, const std::vector<ChatMessage>& messages
   max_new_ = std::min<int64_t>(options.max_tokens, options.context - n_prompt);
   rope_delta_ = pos.rope_delta;
 
+  // Stopped from outside (keep_going): nothing more is computed; the session ends as cancelled.
+  auto stopped = [&] {
+    if (!cb.keep_going || cb.keep_going()) return false;
+    result_.finish = FinishReason::kCancelled;
+    done_ = true;
+    return true;
+  };
+
   // Vision tower.
   VisionOutput vis;
   VisualInputs visual;
+  if (stopped()) return Status::Ok();
   if (!pre.empty()) {
     phase("vision");
     t0 = now_ms();
@@ -89,6 +98,7 @@ Status Session::start(ThreadPool& pool, const std::vector<ChatMessage>& messages
   const int64_t H = cfg.text.hidden_size;
   int64_t visual_done = 0;
   for (int64_t at = 0; at < n_prompt; at += chunk) {
+    if (at > 0 && stopped()) return Status::Ok();
     const int64_t n = std::min(chunk, n_prompt - at);
     VisualInputs slice;
     if (!pre.empty()) {

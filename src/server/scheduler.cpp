@@ -279,12 +279,24 @@ void Scheduler::admit(std::shared_ptr<Job> job, ThreadPool& pool) {
   Status s;
   try {
     const InferenceRequest& r = job->request_;
-    s = session->start(pool, r.messages, r.images, r.options);
+    // A client gone or the deadline passed stops a long prompt between its prefill slices.
+    GenerateCallbacks cb;
+    cb.keep_going = [&job] {
+      return !job->cancel_requested() && !job->past_deadline(std::chrono::steady_clock::now());
+    };
+    s = session->start(pool, r.messages, r.images, r.options, cb);
   } catch (const std::exception& e) {
     return finish_job(*job, JobError::kInternal, std::string("the engine failed: ") + e.what(), {});
   }
   std::vector<ImageRGB>().swap(job->request_.images);  // pixels are in the KV cache now
   if (!s.ok()) return finish_job(*job, JobError::kInvalidRequest, s.message(), session->result());
+  if (session->result().finish == FinishReason::kCancelled) {
+    if (job->cancel_requested()) return finish_job(*job, JobError::kCancelled, "the client went away", session->result());
+    return finish_job(*job, JobError::kTimeout,
+                      "the request ran past the server's timeout of " + seconds_text(job->request_.timeout_s) +
+                          " s while reading its prompt; use smaller images (max_pixels) or raise --timeout",
+                      session->result());
+  }
   job->mark_started();
   if (session->done()) return finish_job(*job, JobError::kNone, "", session->result());  // max_tokens 0
   active_.push_back({std::move(job), std::move(session)});
