@@ -12,10 +12,6 @@
 namespace qvl {
 
 namespace avx512vnni {  // x86_avx512vnni.cpp
-void gemm_q8_0x8(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                 int64_t ldy, int mr);
-void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                 int64_t ldy, int mr);
 void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc,
                       int mr, int nc);
 float exp_scaled(float* x, int64_t n, float scale);
@@ -32,8 +28,6 @@ const KernelTable* avx512vnni_kernels() {
   static const KernelTable table = [base] {
     KernelTable t = *base;
     t.name = "avx512vnni";
-    t.gemm_q8_0x8 = avx512vnni::gemm_q8_0x8;
-    t.gemm_q4_0x8 = avx512vnni::gemm_q4_0x8;
     t.gemm_f32_nn_tile = avx512vnni::gemm_f32_nn_tile;
     t.nn_rows = 12;
     t.nn_cols = 32;

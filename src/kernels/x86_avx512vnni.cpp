@@ -1,9 +1,9 @@
-// The AVX-512 VNNI table (Ice Lake and later Intel, AMD Zen 4 and later): the AVX2 table with the integer
-// GEMM tiles rewritten around vpdpbusd, which multiplies 4 unsigned by 4 signed bytes and adds them into an
-// int32 lane in one instruction (AVX2 needs maddubs + madd + add, or a sign trick) — one weight group per
-// 256-bit register, or two per 512-bit register — with the same interleaved layouts, the same exact
-// integer sums and the same float32 scaling: bit-identical to generic; and attention's float panel tile
-// (12 rows x 32 columns) and exp on 512-bit registers.
+// The AVX-512 VNNI table (Ice Lake and later Intel, AMD Zen 4 and later): the AVX2 table with the
+// two-group integer GEMM tiles rewritten around vpdpbusd on 512-bit registers, which multiplies 4 unsigned
+// by 4 signed bytes and adds them into an int32 lane in one instruction (AVX2 needs maddubs + madd + add,
+// or a sign trick), with the same interleaved layouts, the same exact integer sums and the same float32
+// scaling: bit-identical to generic; and attention's float panel tile (12 rows x 32 columns) and exp on
+// 512-bit registers.
 // Only these tiles live here; dispatch.cpp, compiled for baseline x86-64, builds the table, so nothing
 // from this file runs before the CPU check.
 #include <immintrin.h>
@@ -17,12 +17,6 @@ namespace qvl {
 namespace avx512vnni {
 namespace {
 
-inline __m256i bcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
 // Weight blocks are read once per activation row tile, in order (the groups of a thread's chunk follow
 // each other in memory): asking for the block kPrefetchBlocks ahead keeps decode, which reads every
 // weight once per token, at the memory bandwidth (LM head q4_0 GEMV 13.1 -> 8.1 ms, 21.5 GB/s; 8 blocks
@@ -34,73 +28,13 @@ inline void prefetch_ahead(const Block* w) {
   for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
 }
 
-// Each row's sums run in two accumulators (even and odd chunks): vpdpbusd's latency is about 5 cycles
-// and it issues twice per cycle, so 4 rows x 2 chains keep most of the throughput.
+// Two groups at once on 512-bit registers: lanes 0-7 are group g's rows, 8-15 group g+1's (the blocks of
+// both, one 256-bit half each). Each row's sums run in two accumulators (even and odd chunks): vpdpbusd's
+// latency is about 5 cycles, so 4 rows x 2 chains keep most of its throughput. A lone last group goes to
+// the AVX2 table's one-group tile.
 //
 // Q8_0: w ^ 0x80 = w + 128 is the unsigned operand; sum((w + 128) x) - 128 sum(x) = sum(w x), exactly.
-template <int MR>
-void gemm_q8_0x8_mr(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
-                    float* y, int64_t ldy) {
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  __m256 acc[MR];
-  for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    __m256i s0[MR], s1[MR];
-    for (int i = 0; i < MR; ++i) s0[i] = s1[i] = _mm256_setzero_si256();
-    prefetch_ahead(w + b);
-    for (int t = 0; t < 8; t += 2) {
-      const __m256i u0 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * t)), flip);
-      const __m256i u1 =
-          _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * t + 32)), flip);
-      for (int i = 0; i < MR; ++i) {
-        const int8_t* x = xq + (i * nb + b) * kQK + 4 * t;
-        s0[i] = _mm256_dpbusd_epi32(s0[i], u0, bcast4(x));
-        s1[i] = _mm256_dpbusd_epi32(s1[i], u1, bcast4(x + 4));
-      }
-    }
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].d)));
-    for (int i = 0; i < MR; ++i) {
-      const __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(s0[i], s1[i]), _mm256_set1_epi32(128 * xsum[i * nb + b]));
-      const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(xd[i * nb + b]));
-      acc[i] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), acc[i]);
-    }
-  }
-  for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + i * ldy, acc[i]);
-}
-
 // Q4_0: the nibbles are the unsigned operand; sum((u - 8) x) = sum(u x) - 8 sum(x).
-template <int MR>
-void gemm_q4_0x8_mr(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
-                    float* y, int64_t ldy) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  __m256 acc[MR];
-  for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    __m256i s0[MR], s1[MR];
-    for (int i = 0; i < MR; ++i) s0[i] = s1[i] = _mm256_setzero_si256();
-    prefetch_ahead(w + b);
-    for (int s = 0; s < 4; ++s) {
-      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * s));
-      const __m256i lo = _mm256_and_si256(packed, low4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
-      for (int i = 0; i < MR; ++i) {
-        const int8_t* x = xq + (i * nb + b) * kQK;
-        s0[i] = _mm256_dpbusd_epi32(s0[i], lo, bcast4(x + 4 * s));
-        s1[i] = _mm256_dpbusd_epi32(s1[i], hi, bcast4(x + 16 + 4 * s));
-      }
-    }
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].d)));
-    for (int i = 0; i < MR; ++i) {
-      const __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(s0[i], s1[i]), _mm256_set1_epi32(8 * xsum[i * nb + b]));
-      const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(xd[i * nb + b]));
-      acc[i] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), acc[i]);
-    }
-  }
-  for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + i * ldy, acc[i]);
-}
-
-// Two groups at once on 512-bit registers: lanes 0-7 are group g's rows, 8-15 group g+1's (the blocks of
-// both, one 256-bit half each); otherwise the tiles above.
 inline __m512i load_pair(const void* a, const void* b) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(a))),
                             _mm256_loadu_si256(static_cast<const __m256i*>(b)), 1);
@@ -199,26 +133,6 @@ void gemm_q4_0x16(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const
     case 2: return gemm_q4_0x16_mr<2>(w, xq, xd, xsum, nb, y, ldy);
     case 3: return gemm_q4_0x16_mr<3>(w, xq, xd, xsum, nb, y, ldy);
     default: return gemm_q4_0x16_mr<4>(w, xq, xd, xsum, nb, y, ldy);
-  }
-}
-
-void gemm_q8_0x8(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                 int64_t ldy, int mr) {
-  switch (mr) {
-    case 1: return gemm_q8_0x8_mr<1>(w, xq, xd, xsum, nb, y, ldy);
-    case 2: return gemm_q8_0x8_mr<2>(w, xq, xd, xsum, nb, y, ldy);
-    case 3: return gemm_q8_0x8_mr<3>(w, xq, xd, xsum, nb, y, ldy);
-    default: return gemm_q8_0x8_mr<4>(w, xq, xd, xsum, nb, y, ldy);
-  }
-}
-
-void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                 int64_t ldy, int mr) {
-  switch (mr) {
-    case 1: return gemm_q4_0x8_mr<1>(w, xq, xd, xsum, nb, y, ldy);
-    case 2: return gemm_q4_0x8_mr<2>(w, xq, xd, xsum, nb, y, ldy);
-    case 3: return gemm_q4_0x8_mr<3>(w, xq, xd, xsum, nb, y, ldy);
-    default: return gemm_q4_0x8_mr<4>(w, xq, xd, xsum, nb, y, ldy);
   }
 }
 
