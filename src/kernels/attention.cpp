@@ -31,8 +31,9 @@ void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int
   const int64_t lds = panels * tile_cols;
   s.scores.resize(static_cast<size_t>(std::min(nq, kQueryBlock) * lds));
   if (pack_k) {
-    // kt[p][t][c] = k[tile_cols p + c][t], zero past n_kv.
-    s.kt.assign(static_cast<size_t>(panels * head_dim * tile_cols), 0.0f);
+    // kt[p][t][c] = k[tile_cols p + c][t]; only the last panel has columns past n_kv, zeroed.
+    s.kt.resize(static_cast<size_t>(panels * head_dim * tile_cols));
+    std::fill(s.kt.end() - head_dim * tile_cols, s.kt.end(), 0.0f);
     for (int64_t j = 0; j < n_kv; ++j) {
       float* dst = &s.kt[static_cast<size_t>((j / tile_cols) * head_dim * tile_cols + j % tile_cols)];
       for (int64_t d = 0; d < head_dim; ++d) dst[d * tile_cols] = k[j * ldk + d];
