@@ -26,6 +26,13 @@ inline void cpu_relax() {
 }
 // Spin this many rounds (~tens of microseconds) before sleeping on the condition variable.
 constexpr int kSpinRounds = 20000;
+
+// The (package, core) a logical CPU belongs to, from /sys; false where the topology is not there.
+bool core_of(int cpu, std::pair<std::string, std::string>& out) {
+  const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+  std::ifstream pkg(base + "physical_package_id"), core(base + "core_id");
+  return static_cast<bool>(pkg >> out.first) && static_cast<bool>(core >> out.second);
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
@@ -129,11 +136,9 @@ Result<std::vector<int>> ThreadPool::pin_to_cores() {
   std::set<std::pair<std::string, std::string>> seen;
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
     if (!CPU_ISSET(cpu, &allowed)) continue;
-    const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
-    std::ifstream pkg(base + "physical_package_id"), core(base + "core_id");
-    std::string p, c;
-    if (!(pkg >> p) || !(core >> c)) p = "?", c = std::to_string(cpu);  // no topology: every CPU a core
-    if (seen.insert({p, c}).second) cpus.push_back(cpu);
+    std::pair<std::string, std::string> core;
+    if (!core_of(cpu, core)) core = {"?", std::to_string(cpu)};  // no topology: every CPU a core
+    if (seen.insert(core).second) cpus.push_back(cpu);
   }
   if (cpus.empty()) return Status::Error("--pin: this process may run on no CPU");
   std::vector<int> chosen(static_cast<size_t>(n_threads_));
@@ -157,11 +162,9 @@ int ThreadPool::physical_cores() {
   std::set<std::pair<std::string, std::string>> cores;
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   for (unsigned cpu = 0; cpu < hw; ++cpu) {
-    const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
-    std::ifstream pkg(base + "physical_package_id"), core(base + "core_id");
-    std::string p, c;
-    if (!(pkg >> p) || !(core >> c)) return static_cast<int>(hw);
-    cores.insert({p, c});
+    std::pair<std::string, std::string> core;
+    if (!core_of(static_cast<int>(cpu), core)) return static_cast<int>(hw);
+    cores.insert(core);
   }
   return cores.empty() ? static_cast<int>(hw) : static_cast<int>(cores.size());
 }
