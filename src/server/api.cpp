@@ -191,6 +191,21 @@ ApiError job_error(const JobUpdate& u) {
   return {500, "internal error: no job error"};
 }
 
+std::optional<ApiError> make_inference_request(const ApiContext& ctx,
+                                               const std::vector<std::pair<std::string, std::string>>& images,
+                                               std::vector<ChatMessage> messages, GenerateOptions options,
+                                               InferenceRequest& out) {
+  for (const auto& [ref, where] : images) {
+    auto img = load_request_image(ref, ctx.images, where);
+    if (!img.ok()) return ApiError{400, img.status().message(), "invalid_image", where};
+    out.images.push_back(std::move(img).value());
+  }
+  out.messages = std::move(messages);
+  out.options = std::move(options);
+  out.timeout_s = ctx.options.timeout_s;
+  return std::nullopt;
+}
+
 Admitted submit_and_wait_start(ApiContext& ctx, InferenceRequest request, const ConnectionWatch& watch) {
   Admitted a;
   Scheduler::Submitted s = ctx.scheduler.submit(std::move(request));

@@ -91,6 +91,13 @@ struct Admitted {
   bool client_gone = false;
 };
 
+// The engine request for one parsed chat request: its images ((reference, where) in prompt order) loaded
+// under the server's image policy, and the server's timeout. A bad image is a 400 naming where it is.
+std::optional<ApiError> make_inference_request(const ApiContext& ctx,
+                                               const std::vector<std::pair<std::string, std::string>>& images,
+                                               std::vector<ChatMessage> messages, GenerateOptions options,
+                                               InferenceRequest& out);
+
 // Submits the request and waits, checking the client every 100 ms, until the model has read the prompt.
 // So a request the engine refuses (a prompt over the context) gets a 4xx even when it asked to stream.
 Admitted submit_and_wait_start(ApiContext& ctx, InferenceRequest request, const ConnectionWatch& watch);

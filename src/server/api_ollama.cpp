@@ -245,15 +245,8 @@ void generate(ApiContext& ctx, const httplib::Request& req, httplib::Response& r
     return send_json(res, 200, j);
   }
 
-  InferenceRequest ir;
-  for (const auto& [ref, where] : r.images) {
-    auto img = load_request_image(ref, ctx.images, where);
-    if (!img.ok()) return fail({400, img.status().message()});
-    ir.images.push_back(std::move(img).value());
-  }
-  ir.messages = std::move(r.messages);
-  ir.options = std::move(r.options);
-  ir.timeout_s = ctx.options.timeout_s;
+  InferenceRequest ir;  // Ollama's error shape has no code or param: only the message shows
+  if (auto e = make_inference_request(ctx, r.images, std::move(r.messages), std::move(r.options), ir)) return fail(*e);
   ConnectionWatch watch(req.remote_addr, req.remote_port, req.local_port);
   Admitted a = submit_and_wait_start(ctx, std::move(ir), watch);
   if (a.error) return fail(*a.error);

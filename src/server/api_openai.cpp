@@ -186,14 +186,7 @@ void chat_completions(ApiContext& ctx, const httplib::Request& req, httplib::Res
   ChatCompletionRequest& r = *parsed;
 
   InferenceRequest ir;
-  for (const auto& [ref, where] : r.images) {
-    auto img = load_request_image(ref, ctx.images, where);
-    if (!img.ok()) return fail({400, img.status().message(), "invalid_image", where});
-    ir.images.push_back(std::move(img).value());
-  }
-  ir.messages = std::move(r.messages);
-  ir.options = std::move(r.options);
-  ir.timeout_s = ctx.options.timeout_s;
+  if (auto e = make_inference_request(ctx, r.images, std::move(r.messages), std::move(r.options), ir)) return fail(*e);
 
   const std::string model = r.model.empty() ? ctx.options.model_id : r.model;
   const std::string id = random_id("chatcmpl-");
