@@ -29,11 +29,11 @@ const qvl::Tokenizer& tokenizer() {
   return *tok;
 }
 
-// The same texts as bench_hf_tokenizer.py: MODEL.md (English + tables + code, ~60 KB), and the golden
+// The same texts as bench_hf_tokenizer.py: bench/data/english.md (English + tables + code, ~60 KB), and the golden
 // strings joined by newlines (CJK, Arabic, emoji, code, long runs).
 const std::string& text(int which) {
   static const std::string english = [] {
-    auto t = qvl::read_file_text(std::string(QVL_SOURCE_DIR) + "/../shared/MODEL.md");
+    auto t = qvl::read_file_text(std::string(QVL_SOURCE_DIR) + "/bench/data/english.md");
     return t.ok() ? *t : std::string();
   }();
   static const std::string multilingual = [] {

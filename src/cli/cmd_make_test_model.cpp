@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cli/cli.h"
+#include "model/bundled_files.h"
 #include "model/test_model.h"
 
 namespace qvl::cli {
@@ -15,7 +16,6 @@ int cmd_make_test_model(const std::vector<std::string>& args) {
   const std::string usage =
       "usage: qvl make-test-model --preset tiny|2b --out DIR [--seed N] [--model-files DIR] [--threads N]";
   TestModelOptions opt;
-  opt.model_files_dir = "../shared/data/qwen3-vl-2b-instruct";
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string* { return ++i < args.size() ? &args[i] : nullptr; };
@@ -43,6 +43,11 @@ int cmd_make_test_model(const std::vector<std::string>& args) {
     }
   }
   if (opt.out_dir.empty()) return fail(cmd, "--out DIR is required (" + usage + ")");
+  if (opt.model_files_dir.empty()) {
+    auto files = bundled_model_files_dir();
+    if (!files.ok()) return fail(cmd, files.status().message());
+    opt.model_files_dir = *files;
+  }
   opt.progress = opt.preset == "2b";
 
   const auto start = std::chrono::steady_clock::now();

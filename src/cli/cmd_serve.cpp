@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "cli/cli.h"
+#include "model/bundled_files.h"
 #include "model/test_model.h"
 #include "server/model_locator.h"
 #include "server/server.h"
@@ -42,7 +43,7 @@ const char kServeUsage[] =
     "  --max-body BYTES       largest request body (default 20971520)\n"
     "  --shutdown-grace SEC   on SIGTERM/SIGINT, time given to running requests (default 10)\n"
     "  --model-files DIR      with --demo: the checkpoint's config and tokenizer files\n"
-    "                         (default ../shared/data/qwen3-vl-2b-instruct)\n"
+    "                         (default: the files that ship with qvl, models/qwen3-vl-2b-instruct)\n"
     "  --quiet                no access log";
 
 Result<double> parse_seconds(const std::string& option, const std::string& value) {
@@ -73,7 +74,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   server::ServerOptions o;
   WeightTypes weight_types = default_weight_types();
   o.access_log = true;
-  std::string model_spec, model_files = "../shared/data/qwen3-vl-2b-instruct";
+  std::string model_spec, model_files;
   bool demo = false;
   double grace = 10;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -172,6 +173,11 @@ int cmd_serve(const std::vector<std::string>& args) {
   server::ModelLoader loader;
   std::string demo_dir;
   if (demo) {
+    if (model_files.empty()) {
+      auto files = bundled_model_files_dir();
+      if (!files.ok()) return fail(cmd, files.status().message());
+      model_files = *files;
+    }
     std::error_code ec;
     if (!std::filesystem::is_regular_file(std::filesystem::path(model_files) / "tokenizer.json", ec) ||
         !std::filesystem::is_regular_file(std::filesystem::path(model_files) / "config.json", ec)) {
@@ -179,8 +185,8 @@ int cmd_serve(const std::vector<std::string>& args) {
                            " has no config.json and tokenizer.json; pass --model-files DIR (a Qwen3-VL model "
                            "directory, e.g. from huggingface-cli download Qwen/Qwen3-VL-2B-Instruct)");
     }
-    char tmpl[] = "/tmp/qvl-demo-XXXXXX";
-    if (!mkdtemp(tmpl)) return fail(cmd, "cannot create a temporary directory for the demo model");
+    std::string tmpl = (std::filesystem::temp_directory_path(ec) / "qvl-demo-XXXXXX").string();
+    if (ec || !mkdtemp(tmpl.data())) return fail(cmd, "cannot create a temporary directory for the demo model");
     demo_dir = tmpl;
     o.model_id = "qvl-demo-tiny";
     loader = [demo_dir, model_files, weight_types, threads]() -> Result<std::unique_ptr<Model>> {

@@ -2,7 +2,7 @@
 
 The binary and the model's files come from the environment (CTest sets both):
   QVL_BINARY            the built qvl (default: build/qvl)
-  QVL_MODEL_FILES_DIR   the checkpoint's config and tokenizer files (default: ../shared/data/qwen3-vl-2b-instruct)
+  QVL_MODEL_FILES_DIR   the checkpoint's config and tokenizer files (default: models/qwen3-vl-2b-instruct)
   QVL_TEST_OUTPUT_DIR   where the browser test writes its screenshots (default: build/python-tests)
 """
 import base64
@@ -32,7 +32,7 @@ def _binary() -> pathlib.Path:
 
 
 def _model_files() -> pathlib.Path:
-    path = pathlib.Path(os.environ.get("QVL_MODEL_FILES_DIR", ROOT.parent / "shared" / "data" / "qwen3-vl-2b-instruct"))
+    path = pathlib.Path(os.environ.get("QVL_MODEL_FILES_DIR", ROOT / "models" / "qwen3-vl-2b-instruct"))
     if not (path / "config.json").is_file():
         pytest.exit(f"no model files (config.json) in {path}; set QVL_MODEL_FILES_DIR", returncode=2)
     return path

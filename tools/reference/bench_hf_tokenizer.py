@@ -25,11 +25,11 @@ def main():
     tok = tokenizers.Tokenizer.from_file(str(ref.MODEL / "tokenizer.json"))
     # qvl's default: control-token text is plain text (user input); the same in HF.
     tok.encode_special_tokens = True
-    english = (ref.ROOT.parent / "shared" / "MODEL.md").read_text()
+    english = (ref.ROOT / "bench" / "data" / "english.md").read_text()
     golden = json.loads((ref.DATA / "tokenizer_golden.json").read_text())
     multilingual = "".join(c["text"] + "\n" for c in golden["cases"])
     print(f"tokenizers {tokenizers.__version__}")
-    for name, text in (("english MODEL.md", english), ("multilingual goldens", multilingual)):
+    for name, text in (("english bench/data/english.md", english), ("multilingual goldens", multilingual)):
         mbs, n, med = bench(tok, text)
         print(f"{name:22s} {len(text.encode()):9d} bytes {n:8d} tokens  median {med * 1e3:8.2f} ms  {mbs:7.2f} MB/s")
 

@@ -6,9 +6,9 @@ Usage (from anywhere; the wrapper `tools/reference/check_full_size` runs this wi
 
     tools/reference/check_full_size [--qvl BIN] [--model DIR] [--work DIR] [--threads N] [-n N] [--no-report]
     tools/reference/check_full_size --report-only [--work DIR]    # re-render the report of an earlier run
-    tools/reference/check_full_size --preset tiny --report /tmp/x.md   # a seconds-long smoke test of this script
+    tools/reference/check_full_size --preset tiny --report out/x.md   # a seconds-long smoke test of this script
 
-1. Makes the model if DIR (default /tmp/qvl-2b) has none: `qvl make-test-model --preset 2b --seed 1`, written
+1. Makes the model if DIR (default out/qvl-2b) has none: `qvl make-test-model --preset 2b --seed 1`, written
    to a temporary sibling and renamed, so a concurrent user never sees half a model. It is kept for reuse.
 2. Runs `qvl run ... --dump` under /usr/bin/time -v (every named intermediate of the vision pass and the
    prefill as .npy, the generated ids, qvl's timing line, wall time and max RSS), and `qvl preprocess`.
@@ -40,7 +40,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-MODEL_FILES = ROOT.parent / "shared" / "data" / "qwen3-vl-2b-instruct"
+MODEL_FILES = ROOT / "models" / "qwen3-vl-2b-instruct"
 IMAGE = ROOT / "tests" / "data" / "images" / "png_rgb8_448x448.png"
 PROMPT = "Describe this image."
 THRESHOLD = 1e-4
@@ -555,13 +555,13 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--qvl", default=os.environ.get("QVL", str(ROOT / "build" / "qvl")))
     p.add_argument("--preset", default="2b", choices=["2b", "tiny"],
-                   help="tiny: a quick smoke test of this script (model dir default /tmp/qvl-tiny-check)")
-    p.add_argument("--model", default=None, help="model directory (default /tmp/qvl-2b)")
+                   help="tiny: a quick smoke test of this script (model dir default out/qvl-tiny-check)")
+    p.add_argument("--model", default=None, help="model directory (default out/qvl-2b)")
     p.add_argument("--image", default=str(IMAGE))
     p.add_argument("-p", "--prompt", default=PROMPT)
     p.add_argument("-n", type=int, default=64)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--work", default="/tmp/qvl-full-size-check")
+    p.add_argument("--work", default="out/qvl-full-size-check")
     p.add_argument("--report", default=str(ROOT / "docs" / "full_size_check.md"))
     p.add_argument("--no-report", action="store_true")
     p.add_argument("--report-only", action="store_true", help="render the report again from an earlier run's --work")
@@ -569,7 +569,7 @@ def main():
     p.add_argument("--command", default=None, help=argparse.SUPPRESS)  # how the wrapper was called
     args = p.parse_args()
     if args.model is None:
-        args.model = "/tmp/qvl-2b" if args.preset == "2b" else "/tmp/qvl-tiny-check"
+        args.model = "out/qvl-2b" if args.preset == "2b" else "out/qvl-tiny-check"
     if args.hf_worker:
         return hf_worker(args)
     if args.report_only:

@@ -17,16 +17,16 @@ from transformers import PreTrainedTokenizerFast
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-MODEL_DIR = os.environ.get("QVL_MODEL_DIR", "/work/shared/data/qwen3-vl-2b-instruct")
+MODEL_DIR = os.environ.get("QVL_MODEL_DIR", os.path.join(REPO, "models", "qwen3-vl-2b-instruct"))
 OUT = os.path.join(REPO, "tests", "data", "chat_golden.json")
 
 # --- Building blocks -------------------------------------------------------------------------------------
 
-IMG = {"type": "image", "image": "file:///tmp/cat.jpg"}
+IMG = {"type": "image", "image": "file://cat.jpg"}
 IMG_URL = {"type": "image_url", "image_url": {"url": "https://example.com/dog.png"}}
 IMG_BARE = {"image": "data:image/png;base64,iVBORw0KGgo="}  # no "type": the "image" key decides
 IMG_TYPE_ONLY = {"type": "image"}  # no payload: the type decides
-VID = {"type": "video", "video": "file:///tmp/clip.mp4"}
+VID = {"type": "video", "video": "file://clip.mp4"}
 VID_FRAMES = {"video": ["f1.jpg", "f2.jpg", "f3.jpg"]}  # no "type"
 VID_TYPE_ONLY = {"type": "video"}
 

@@ -2,7 +2,7 @@
 `qvl make-test-model`, for the C++ forward-pass tests.
 
 Usage: gen_model_goldens.py MODEL_DIR [OUT_DIR] [--cases a,b]   (MODEL_DIR: e.g. from
-`build/qvl make-test-model --preset tiny --seed 1 --out /tmp/qvl-tiny`)
+`build/qvl make-test-model --preset tiny --seed 1 --out out/qvl-tiny`)
 
 Per case it stores (npy, float32): the vision tower output (`visual.npy`) and each DeepStack feature
 (`deepstack_<j>.npy`), the hidden state after every text layer including the DeepStack addition

@@ -12,7 +12,7 @@ from pathlib import Path
 import tokenizers
 
 ROOT = Path(__file__).resolve().parents[2]
-MODEL = ROOT.parent / "shared" / "data" / "qwen3-vl-2b-instruct"
+MODEL = ROOT / "models" / "qwen3-vl-2b-instruct"
 OUT = ROOT / "tests" / "data" / "tokenizer_golden.json"
 
 FIXED = [

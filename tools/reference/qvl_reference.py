@@ -3,7 +3,7 @@ import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-MODEL = ROOT.parent / "shared" / "data" / "qwen3-vl-2b-instruct"
+MODEL = ROOT / "models" / "qwen3-vl-2b-instruct"
 DATA = ROOT / "tests" / "data"
 
 
