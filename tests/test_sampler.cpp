@@ -460,6 +460,12 @@ TEST(SamplingParams, ValidateRejectsNonsenseWithClearMessages) {
   EXPECT_TRUE(with([](SamplingParams& p) { p.presence_penalty = -2; p.frequency_penalty = 2; }).validate().ok());
 }
 
+// What Model::load and the server do with a model directory's generation_config.json.
+Result<SamplingParams> sampling_from_dir(const std::string& dir) {
+  QVL_ASSIGN_OR_RETURN(GenerationConfig g, GenerationConfig::load(dir));
+  return SamplingParams::from_generation_config(g);
+}
+
 class GenerationConfigFile : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -471,13 +477,13 @@ class GenerationConfigFile : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
   Result<SamplingParams> load(const std::string& json) {
     std::ofstream(dir_ / "generation_config.json") << json;
-    return SamplingParams::from_generation_config(dir_.string());
+    return sampling_from_dir(dir_.string());
   }
   std::filesystem::path dir_;
 };
 
 TEST_F(GenerationConfigFile, CheckpointValues) {
-  auto p = SamplingParams::from_generation_config(test::model_files_dir());
+  auto p = sampling_from_dir(test::model_files_dir());
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_EQ(p->temperature, 0.7f);
   EXPECT_EQ(p->top_k, 20);
@@ -488,7 +494,7 @@ TEST_F(GenerationConfigFile, CheckpointValues) {
 }
 
 TEST_F(GenerationConfigFile, MissingFileGivesDefaults) {
-  auto p = SamplingParams::from_generation_config(dir_.string());
+  auto p = sampling_from_dir(dir_.string());
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_EQ(p->temperature, SamplingParams{}.temperature);
   EXPECT_EQ(p->top_k, SamplingParams{}.top_k);

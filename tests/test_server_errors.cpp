@@ -1,7 +1,6 @@
 // Requests `qvl serve` must refuse with a clear 4xx in each API's error shape while it keeps serving: bad
 // JSON, missing fields, bad or unsupported images, oversize bodies, prompts over the context, API keys, CORS
-// and local image paths outside --image-dir; plus the model locator and the base64 decoder.
-#include "server/model_locator.h"
+// and local image paths outside --image-dir; plus the base64 decoder.
 #include "test_server_fixture.h"
 
 namespace qvl::test {
@@ -222,32 +221,6 @@ TEST(ServerBase64, RoundTripAndErrors) {
   EXPECT_FALSE(server::base64_decode("ab$c").ok());
   EXPECT_FALSE(server::base64_decode("a").ok());
   EXPECT_FALSE(server::base64_decode("ab=c").ok());
-}
-
-TEST(ServerModelLocator, DirectoryHubCacheAndMissing) {
-  const fs::path cache = fs::temp_directory_path() / ("qvl-test-hub-" + std::to_string(::getpid()));
-  fs::remove_all(cache);
-  const fs::path repo = cache / "models--Qwen--Qwen3-VL-2B-Instruct";
-  fs::create_directories(repo / "refs");
-  fs::create_directories(repo / "snapshots" / "abc123");
-  ASSERT_TRUE(write_file_bytes((repo / "refs" / "main").string(), "abc123\n", 7).ok());
-  ASSERT_TRUE(write_file_bytes((repo / "snapshots" / "abc123" / "config.json").string(), "{}", 2).ok());
-
-  auto hub = server::locate_model("Qwen/Qwen3-VL-2B-Instruct", cache.string());
-  ASSERT_TRUE(hub.ok()) << hub.status().message();
-  EXPECT_EQ(hub->dir, (repo / "snapshots" / "abc123").string());
-  EXPECT_EQ(hub->id, "Qwen/Qwen3-VL-2B-Instruct");
-
-  auto dir = server::locate_model((repo / "snapshots" / "abc123").string(), cache.string());
-  ASSERT_TRUE(dir.ok());
-  EXPECT_EQ(dir->id, "abc123");
-
-  auto missing = server::locate_model("Qwen/Qwen3-VL-8B-Instruct", cache.string());
-  ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.status().message().find("huggingface-cli download Qwen/Qwen3-VL-8B-Instruct"), std::string::npos)
-      << missing.status().message();
-  EXPECT_FALSE(server::locate_model("no/such/dir", cache.string()).ok());
-  fs::remove_all(cache);
 }
 
 }  // namespace

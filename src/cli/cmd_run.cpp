@@ -146,7 +146,7 @@ int cmd_run(const Args& args) {
                load_ms, (*model)->mapped_bytes() / 1e9, weight_type_name((*model)->text_weight_type()),
                weight_type_name((*model)->vision_weight_type()), threads, kernels().name);
 
-  auto defaults = SamplingParams::from_generation_config(model_dir);
+  auto defaults = SamplingParams::from_generation_config((*model)->generation());
   if (!defaults.ok()) return fail(cmd, defaults.status().message());
   opts.sampling = *defaults;
   if (temp_set) opts.sampling.temperature = temp;

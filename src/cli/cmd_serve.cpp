@@ -11,7 +11,7 @@
 #include "cli/cli.h"
 #include "model/bundled_files.h"
 #include "model/test_model.h"
-#include "server/model_locator.h"
+#include "model/resolve.h"
 #include "server/server.h"
 
 namespace qvl::cli {
@@ -39,6 +39,9 @@ const char kServeUsage[] =
     "  --queue N              requests waiting for a slot; more get 503 (default 16)\n"
     "  --api-key KEY          require 'Authorization: Bearer KEY' (repeatable)\n"
     "  --cors ORIGIN          allow browser requests from ORIGIN, or * (repeatable)\n"
+    "  --allowed-host NAME    accept requests whose Host is NAME (repeatable; * for any); IP addresses,\n"
+    "                         localhost and --host are always accepted (see docs/API.md)\n"
+    "  --max-connections N    connections open at once; more get 503 (default 256)\n"
     "  --image-dir DIR        allow requests to name local image files inside DIR\n"
     "  --max-body BYTES       largest request body (default 20971520)\n"
     "  --shutdown-grace SEC   on SIGTERM/SIGINT, time given to running requests (default 10)\n"
@@ -150,6 +153,10 @@ int cmd_serve(const std::vector<std::string>& args) {
       }
     } else if (a == "--cors") {
       if (!(rc = text(s))) o.cors_origins.push_back(s);
+    } else if (a == "--allowed-host") {
+      if (!(rc = text(s))) o.allowed_hosts.push_back(s);
+    } else if (a == "--max-connections") {
+      rc = integer(1, 100000, o.max_connections);
     } else if (a == "--image-dir") {
       rc = text(o.image_dir);
     } else if (a == "--max-body") {
@@ -199,7 +206,7 @@ int cmd_serve(const std::vector<std::string>& args) {
       return Model::load(demo_dir, weight_types, threads);
     };
   } else {
-    auto located = server::locate_model(model_spec);
+    auto located = locate_model(model_spec);
     if (!located.ok()) return fail(cmd, located.status().message());
     o.model_id = located->id;
     loader = [dir = located->dir, weight_types, threads]() { return Model::load(dir, weight_types, threads); };

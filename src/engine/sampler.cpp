@@ -6,12 +6,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <functional>
-
-#include <nlohmann/json.hpp>
-
-#include "util/file.h"
 
 namespace qvl {
 
@@ -54,46 +49,15 @@ Status SamplingParams::validate() const {
   return Status::Ok();
 }
 
-Result<SamplingParams> SamplingParams::from_generation_config(const std::string& model_dir) {
-  const std::string path = (std::filesystem::path(model_dir) / "generation_config.json").string();
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return SamplingParams{};
-  QVL_ASSIGN_OR_RETURN(std::string text, read_file_text(path, 1 << 20));
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Status::Error(path + ": not a JSON object");
-
-  // transformers GenerationConfig.__init__ defaults for keys the file lacks; null turns a warper off.
-  auto number = [&](const char* key, double absent, double null_value, double* out) -> Status {
-    if (!j.contains(key)) { *out = absent; return Status::Ok(); }
-    const auto& v = j[key];
-    if (v.is_null()) { *out = null_value; return Status::Ok(); }
-    if (!v.is_number()) return Status::Error(path + ": \"" + key + "\" must be a number or null, got " + v.dump());
-    *out = v.get<double>();
-    return Status::Ok();
-  };
-  bool do_sample = false;
-  if (j.contains("do_sample") && !j["do_sample"].is_null()) {
-    if (!j["do_sample"].is_boolean())
-      return Status::Error(path + ": \"do_sample\" must be true or false, got " + j["do_sample"].dump());
-    do_sample = j["do_sample"].get<bool>();
-  }
-  double temperature, top_k, top_p, min_p, repetition_penalty;
-  QVL_RETURN_IF_ERROR(number("temperature", 1.0, 1.0, &temperature));
-  QVL_RETURN_IF_ERROR(number("top_k", 50.0, 0.0, &top_k));
-  QVL_RETURN_IF_ERROR(number("top_p", 1.0, 1.0, &top_p));
-  QVL_RETURN_IF_ERROR(number("min_p", 0.0, 0.0, &min_p));
-  QVL_RETURN_IF_ERROR(number("repetition_penalty", 1.0, 1.0, &repetition_penalty));
-  if (top_k != std::floor(top_k) || top_k < -1e9 || top_k > 1e9)
-    return Status::Error(path + ": \"top_k\" must be a whole number, got " + num(top_k));
-
+Result<SamplingParams> SamplingParams::from_generation_config(const GenerationConfig& g) {
   SamplingParams p;
   // do_sample=False: `generate` builds no warpers and takes the argmax (the repetition penalty still applies).
-  p.temperature = do_sample ? static_cast<float>(temperature) : 0.0f;
-  p.top_k = static_cast<int>(top_k);
-  p.top_p = static_cast<float>(top_p);
-  p.min_p = static_cast<float>(min_p);
-  p.repetition_penalty = static_cast<float>(repetition_penalty);
-  QVL_RETURN_IF_ERROR(p.validate().with_context(path));
+  p.temperature = g.do_sample ? static_cast<float>(g.temperature) : 0.0f;
+  p.top_k = static_cast<int>(g.top_k);
+  p.top_p = static_cast<float>(g.top_p);
+  p.min_p = static_cast<float>(g.min_p);
+  p.repetition_penalty = static_cast<float>(g.repetition_penalty);
+  QVL_RETURN_IF_ERROR(p.validate().with_context("generation_config.json"));
   return p;
 }
 

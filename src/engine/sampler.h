@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "model/generation_config.h"
 #include "util/status.h"
 
 namespace qvl {
@@ -25,10 +26,9 @@ struct SamplingParams {
 
   bool greedy() const { return !(temperature > 0.0f); }
 
-  // Reads `model_dir`/generation_config.json as HF's GenerationConfig does: a key the file lacks takes HF's
-  // default (do_sample false, temperature 1, top_k 50, top_p 1, no min_p, repetition_penalty 1), so a file
-  // without "do_sample": true means greedy, exactly as in `model.generate()`. No file: the defaults above.
-  static Result<SamplingParams> from_generation_config(const std::string& model_dir);
+  // The sampling `model.generate()` does with the model's generation_config.json (Model::generation()): a
+  // file without "do_sample": true means greedy, exactly as in transformers.
+  static Result<SamplingParams> from_generation_config(const GenerationConfig& config);
 
   // Rejects values HF or the OpenAI API would reject: temperature < 0 or NaN, top_p outside (0, 1],
   // top_k < 0, min_p outside [0, 1], repetition_penalty <= 0, presence/frequency penalty outside [-2, 2].

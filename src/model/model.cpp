@@ -13,6 +13,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const WeightT
   std::unique_ptr<Model> m(new Model());
   m->dir_ = dir;
   QVL_ASSIGN_OR_RETURN(m->config_, ModelConfig::load(dir));
+  QVL_ASSIGN_OR_RETURN(m->generation_, GenerationConfig::load(dir));
   QVL_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::load(dir));
   m->tokenizer_ = std::make_unique<Tokenizer>(std::move(tok));
   QVL_ASSIGN_OR_RETURN(m->image_config_, ImageProcessorConfig::load(dir));

@@ -10,6 +10,7 @@
 #include "io/safetensors.h"
 #include "model/convert.h"
 #include "model/config.h"
+#include "model/generation_config.h"
 #include "model/image_processor.h"
 #include "model/weights.h"
 #include "tokenizer/tokenizer.h"
@@ -21,13 +22,15 @@ using DumpFn = std::function<void(const std::string& name, const float* data, co
 
 class Model {
  public:
-  // Loads a model directory: config.json, tokenizer.json, preprocessor_config.json and the safetensors
+  // Loads a model directory: config.json, generation_config.json, tokenizer.json, preprocessor_config.json
+  // and the safetensors
   // weights (single file or sharded), mapped read-only; matrices are converted to `types` where given
   // (quantized at load, using `threads` threads; 0 = one per physical core).
   static Result<std::unique_ptr<Model>> load(const std::string& dir, const WeightTypes& types = {}, int threads = 0);
 
   const std::string& dir() const { return dir_; }
   const ModelConfig& config() const { return config_; }
+  const GenerationConfig& generation() const { return generation_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const ImageProcessorConfig& image_config() const { return image_config_; }
   const VisionW& vision() const { return vision_; }
@@ -48,6 +51,7 @@ class Model {
   Model() = default;
   std::string dir_;
   ModelConfig config_;
+  GenerationConfig generation_;
   std::unique_ptr<Tokenizer> tokenizer_;
   ImageProcessorConfig image_config_;
   SafetensorsModel weights_;

@@ -63,7 +63,7 @@ struct Server::Impl {
     s.queue = options.queue;
     s.load = [this]() -> Result<std::unique_ptr<Model>> {
       QVL_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, load());
-      QVL_ASSIGN_OR_RETURN(SamplingParams sampling, SamplingParams::from_generation_config(model->dir()));
+      QVL_ASSIGN_OR_RETURN(SamplingParams sampling, SamplingParams::from_generation_config(model->generation()));
       GenerateOptions d;
       d.sampling = sampling;
       d.context = options.context;

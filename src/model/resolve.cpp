@@ -1,6 +1,6 @@
 // Finds the model directory `qvl serve --model M` means: a directory, or a Hugging Face hub id looked up
 // in the local hub cache ($HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub).
-#include "server/model_locator.h"
+#include "model/resolve.h"
 
 #include <cctype>
 #include <cstdlib>
@@ -9,7 +9,7 @@
 
 #include "util/file.h"
 
-namespace qvl::server {
+namespace qvl {
 
 namespace fs = std::filesystem;
 
@@ -93,4 +93,4 @@ Result<LocatedModel> locate_model(const std::string& spec, const std::string& hu
   return Status::Error(where + ": no complete snapshot (refs/main and a snapshot with config.json)" + hint);
 }
 
-}  // namespace qvl::server
+}  // namespace qvl

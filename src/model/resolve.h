@@ -6,7 +6,7 @@
 
 #include "util/status.h"
 
-namespace qvl::server {
+namespace qvl {
 
 struct LocatedModel {
   std::string dir;  // holds config.json
@@ -21,4 +21,4 @@ std::string hf_hub_cache_dir();
 // message saying where qvl looked and how to download it.
 Result<LocatedModel> locate_model(const std::string& spec, const std::string& hub_cache = hf_hub_cache_dir());
 
-}  // namespace qvl::server
+}  // namespace qvl
