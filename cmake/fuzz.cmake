@@ -1,0 +1,60 @@
+# Fuzz targets: tests/fuzz/fuzz_<name>.cpp, each defining LLVMFuzzerTestOneInput, with its seed corpus in
+# tests/fuzz/corpus/<name>/. Adding a target is one line at the end of this file.
+#   QVL_FUZZ=ON (clang, the `fuzz` preset): each target is a libFuzzer binary, and the CTest test fuzz_<name>
+#     runs it for QVL_FUZZ_SECONDS from its committed corpus (new inputs go to the build dir, never the tree).
+#   otherwise (gcc, the default): each target links tests/fuzz/replay_main.cpp instead and the CTest test
+#     fuzz_replay_<name> feeds it every file of its corpus once, so the ordinary test run replays them all.
+# Included from CMakeLists.txt after the targets it links against (qvl_core).
+option(QVL_FUZZ "Build the fuzz targets as libFuzzer binaries (needs clang)" OFF)
+set(QVL_FUZZ_SECONDS 20 CACHE STRING "How long each fuzz_<name> CTest test fuzzes (QVL_FUZZ=ON)")
+
+if(QVL_FUZZ AND NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  message(FATAL_ERROR "QVL_FUZZ=ON needs clang (libFuzzer): cmake --preset fuzz uses clang++-14")
+endif()
+if(NOT QVL_FUZZ AND NOT QVL_BUILD_TESTS)
+  return()
+endif()
+enable_testing()
+
+set(QVL_FUZZ_SOURCE_DIR ${CMAKE_CURRENT_SOURCE_DIR}/tests/fuzz)
+if(QVL_FUZZ)
+  # Coverage feedback from the library code the targets exercise.
+  target_compile_options(qvl_core PRIVATE -fsanitize=fuzzer-no-link)
+endif()
+add_custom_target(qvl_fuzz)  # builds every fuzz target
+
+function(qvl_add_fuzz_target name)
+  set(target fuzz_${name})
+  set(corpus ${QVL_FUZZ_SOURCE_DIR}/corpus/${name})
+  add_executable(${target} ${QVL_FUZZ_SOURCE_DIR}/fuzz_${name}.cpp)
+  target_include_directories(${target} PRIVATE ${QVL_FUZZ_SOURCE_DIR})
+  target_link_libraries(${target} PRIVATE qvl_core)
+  target_compile_definitions(${target} PRIVATE
+    QVL_TEST_DATA_DIR="${CMAKE_CURRENT_SOURCE_DIR}/tests/data"
+    QVL_MODEL_FILES_DIR="${QVL_MODEL_FILES}")
+  add_dependencies(qvl_fuzz ${target})
+  if(QVL_FUZZ)
+    target_compile_options(${target} PRIVATE -fsanitize=fuzzer)
+    target_link_options(${target} PRIVATE -fsanitize=fuzzer)
+    set(work ${CMAKE_CURRENT_BINARY_DIR}/fuzz/${name})
+    file(MAKE_DIRECTORY ${work}/corpus ${work}/findings)
+    add_test(NAME fuzz_${name}
+             COMMAND ${target} -max_total_time=${QVL_FUZZ_SECONDS} -timeout=25 -rss_limit_mb=4096
+                     -print_final_stats=1 -artifact_prefix=${work}/findings/ ${work}/corpus ${corpus})
+    set_tests_properties(fuzz_${name} PROPERTIES TIMEOUT 300 LABELS fuzz)
+  else()
+    target_sources(${target} PRIVATE ${QVL_FUZZ_SOURCE_DIR}/replay_main.cpp)
+    add_test(NAME fuzz_replay_${name} COMMAND ${target} ${corpus})
+    set_tests_properties(fuzz_replay_${name} PROPERTIES LABELS fuzz)
+  endif()
+endfunction()
+
+# JSON request parsers of each API and the multipart parser: to be added as fuzz targets once their
+# rewrite in src/server/ lands (one line each).
+qvl_add_fuzz_target(images)       # decode_image: JPEG, PNG, WebP, GIF, BMP
+qvl_add_fuzz_target(exif)         # EXIF / XMP / raw-profile orientation inside valid images
+qvl_add_fuzz_target(safetensors)  # safetensors header and shard index
+qvl_add_fuzz_target(quantized)    # quantized weights (U8 blocks + metadata) bound and read
+qvl_add_fuzz_target(chat)         # chat JSON -> messages -> chat template
+qvl_add_fuzz_target(tokenizer)    # tokenizer.json's BPE on any bytes, both modes
+qvl_add_fuzz_target(config)       # config.json
