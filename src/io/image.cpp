@@ -76,7 +76,8 @@ std::string dims(uint64_t w, uint64_t h) { return std::to_string(w) + "x" + std:
 
 // Refuses zero-sized images and images over the pixel limit; called with header values, before any
 // pixel buffer is allocated.
-Status check_size(const char* format, uint64_t w, uint64_t h, const ImageDecodeLimits& limits) {
+// Returns the pixel count the caller's admit() says the image will be resized to (0 when there is no admit).
+Result<int64_t> check_size(const char* format, uint64_t w, uint64_t h, const ImageDecodeLimits& limits) {
   if (w == 0 || h == 0)
     return Status::Error(std::string(format) + ": image is " + dims(w, h) +
                          ", expected a width and height of at least 1");
@@ -86,7 +87,23 @@ Status check_size(const char* format, uint64_t w, uint64_t h, const ImageDecodeL
     return Status::Error(std::string(format) + ": image is " + dims(w, h) + " = " + std::to_string(w * h) +
                          " pixels, over the limit of " + std::to_string(max) +
                          " (hint: downscale the image, or raise the pixel limit)");
-  return Status::Ok();
+  if (!limits.admit) return int64_t{0};
+  Result<int64_t> target = limits.admit(static_cast<int64_t>(w), static_cast<int64_t>(h));
+  if (!target.ok()) return target.status().with_context(std::string(format) + " image of " + dims(w, h));
+  return target;
+}
+
+// The libjpeg scale denominator (1, 2, 4 or 8) for a w x h JPEG that will be resized to `target` pixels.
+unsigned jpeg_scale_denom(uint64_t w, uint64_t h, int64_t target, int factor) {
+  if (factor <= 0 || target <= 0) return 1;
+  const double need = static_cast<double>(factor) * factor * static_cast<double>(target);
+  unsigned denom = 1;
+  for (unsigned d : {2u, 4u, 8u}) {
+    // The scaled image's sides are ceil(w / d) and ceil(h / d).
+    const double sw = static_cast<double>((w + d - 1) / d), sh = static_cast<double>((h + d - 1) / d);
+    if (sw * sh >= need) denom = d;
+  }
+  return denom;
 }
 
 ImageRGB new_image(int w, int h) {
@@ -351,11 +368,12 @@ bool jpeg_decode_phase(JpegState* s, uint8_t* out) {
   if (setjmp(s->jmp)) return false;
   jpeg_start_decompress(&s->cinfo);
   const int want_comps = s->cinfo.out_color_space == JCS_GRAYSCALE ? 1 : s->cinfo.out_color_space == JCS_CMYK ? 4 : 3;
-  if (s->cinfo.output_width != s->cinfo.image_width || s->cinfo.output_height != s->cinfo.image_height ||
-      s->cinfo.output_components != want_comps) {
+  const unsigned denom = s->cinfo.scale_denom;
+  const unsigned want_w = (s->cinfo.image_width + denom - 1) / denom, want_h = (s->cinfo.image_height + denom - 1) / denom;
+  if (s->cinfo.output_width != want_w || s->cinfo.output_height != want_h || s->cinfo.output_components != want_comps) {
     std::snprintf(s->message, sizeof s->message, "decoder output is %ux%u with %d components, expected %ux%u with %d",
-                  s->cinfo.output_width, s->cinfo.output_height, s->cinfo.output_components, s->cinfo.image_width,
-                  s->cinfo.image_height, want_comps);
+                  s->cinfo.output_width, s->cinfo.output_height, s->cinfo.output_components, want_w, want_h,
+                  want_comps);
     return false;
   }
   const size_t stride = static_cast<size_t>(s->cinfo.output_width) * s->cinfo.output_components;
@@ -452,7 +470,7 @@ Result<Decoded> decode_jpeg(std::span<const uint8_t> bytes, const ImageDecodeLim
     return Status::Error(std::string("JPEG: corrupt or unsupported data: ") + s.message);
   };
   if (!jpeg_read_header_phase(&s)) return failure();
-  QVL_RETURN_IF_ERROR(check_size("JPEG", s.cinfo.image_width, s.cinfo.image_height, limits));
+  QVL_ASSIGN_OR_RETURN(const int64_t target_pixels, check_size("JPEG", s.cinfo.image_width, s.cinfo.image_height, limits));
   const int comps = s.cinfo.num_components;
   if (s.cinfo.data_precision != 8)
     return Status::Error("JPEG: " + std::to_string(s.cinfo.data_precision) +
@@ -470,9 +488,11 @@ Result<Decoded> decode_jpeg(std::span<const uint8_t> bytes, const ImageDecodeLim
   s.cinfo.dct_method = JDCT_ISLOW;
   s.cinfo.do_fancy_upsampling = TRUE;
   s.cinfo.scale_num = 1;
-  s.cinfo.scale_denom = 1;
-
-  const int w = static_cast<int>(s.cinfo.image_width), h = static_cast<int>(s.cinfo.image_height);
+  s.cinfo.scale_denom = jpeg_scale_denom(s.cinfo.image_width, s.cinfo.image_height, target_pixels, limits.jpeg_reduce_factor);
+  // libjpeg's output size at 1/denom: jdiv_round_up(image_size, denom).
+  const unsigned denom = s.cinfo.scale_denom;
+  const int w = static_cast<int>((s.cinfo.image_width + denom - 1) / denom);
+  const int h = static_cast<int>((s.cinfo.image_height + denom - 1) / denom);
   const size_t n = static_cast<size_t>(w) * h;
   out.image = new_image(w, h);
   std::vector<uint8_t> raw;
@@ -659,7 +679,7 @@ Result<Decoded> decode_png(std::span<const uint8_t> bytes, const ImageDecodeLimi
   Decoded out;
   PngHeader hdr;
   QVL_RETURN_IF_ERROR(png_walk(bytes, &hdr, &out.meta));
-  QVL_RETURN_IF_ERROR(check_size("PNG", hdr.width, hdr.height, limits));
+  QVL_RETURN_IF_ERROR(check_size("PNG", hdr.width, hdr.height, limits).status());
   const int bd = hdr.bit_depth, ct = hdr.color_type;
   // PngImagePlugin._MODES: the (bit depth, colour type) pairs PIL can open.
   const bool supported = (ct == 0 && (bd == 1 || bd == 2 || bd == 4 || bd == 8 || bd == 16)) ||
@@ -790,8 +810,11 @@ Result<Decoded> decode_webp(std::span<const uint8_t> bytes, const ImageDecodeLim
     return Status::Error("WebP: truncated data: the file ends inside the header");
   if (st != VP8_STATUS_OK)
     return Status::Error("WebP: corrupt or unsupported header (libwebp status " + std::to_string(st) + ")");
+  // The bitstream's size is checked here, the canvas's (which admit() sees, once) below.
+  ImageDecodeLimits header_limits = limits;
+  header_limits.admit = nullptr;
   QVL_RETURN_IF_ERROR(check_size("WebP", static_cast<uint32_t>(features.width),
-                                 static_cast<uint32_t>(features.height), limits));
+                                 static_cast<uint32_t>(features.height), header_limits).status());
 
   WebPData data{bytes.data(), bytes.size()};
   WebPAnimDecoderOptions opts;
@@ -808,7 +831,7 @@ Result<Decoded> decode_webp(std::span<const uint8_t> bytes, const ImageDecodeLim
   } destroy{dec};
   WebPAnimInfo info;
   if (!WebPAnimDecoderGetInfo(dec, &info)) return Status::Error("WebP: corrupt data: no image information");
-  QVL_RETURN_IF_ERROR(check_size("WebP", info.canvas_width, info.canvas_height, limits));
+  QVL_RETURN_IF_ERROR(check_size("WebP", info.canvas_width, info.canvas_height, limits).status());
 
   const WebPDemuxer* demux = WebPAnimDecoderGetDemuxer(dec);
   WebPChunkIterator it;
@@ -936,7 +959,7 @@ Result<Decoded> decode_gif(std::span<const uint8_t> bytes, const ImageDecodeLimi
   // PIL grows the image when the first frame extends past the logical screen.
   const uint64_t cw = std::max<uint64_t>(static_cast<uint16_t>(gif->SWidth), x0 + fw);
   const uint64_t ch = std::max<uint64_t>(static_cast<uint16_t>(gif->SHeight), y0 + fh);
-  QVL_RETURN_IF_ERROR(check_size("GIF", cw, ch, limits));
+  QVL_RETURN_IF_ERROR(check_size("GIF", cw, ch, limits).status());
   if (fw == 0 || fh == 0)
     return Status::Error("GIF: first frame is " + dims(fw, fh) + ", expected a width and height of at least 1");
 
@@ -1030,7 +1053,7 @@ Result<Decoded> decode_bmp(std::span<const uint8_t> d, const ImageDecodeLimits& 
     return Status::Error("BMP: unsupported pixel depth " + std::to_string(bits) + ", expected 1, 4, 8, 16, 24 or 32");
   if (!colors) colors = bits < 32 ? (1u << bits) : 0;
   if (offset == 14 + header_size && bits <= 8) offset += uint64_t{palette_padding} * colors;
-  QVL_RETURN_IF_ERROR(check_size("BMP", width, height, limits));
+  QVL_RETURN_IF_ERROR(check_size("BMP", width, height, limits).status());
 
   // Where each of R, G, B sits in a 32-bit (or 24-bit) pixel, and how 16-bit pixels unpack.
   int byte_r = 2, byte_g = 1, byte_b = 0;

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <filesystem>
 
+#include "model/image_processor.h"
 #include "util/file.h"
 
 namespace qvl::server {
@@ -62,6 +63,7 @@ bool looks_like_image_data(const std::vector<uint8_t>& bytes) {
 Result<ImagePolicy> make_image_policy(const std::string& image_dir, uint64_t max_file_bytes) {
   ImagePolicy p;
   p.max_file_bytes = max_file_bytes;
+  p.limits.jpeg_reduce_factor = 2;
   if (image_dir.empty()) return p;
   std::error_code ec;
   fs::path real = fs::canonical(image_dir, ec);
@@ -141,17 +143,46 @@ Result<std::string> resolve_image_path(std::string_view path, const ImagePolicy&
   return real.string();
 }
 
-Result<ImageRGB> decode_request_image(std::string_view bytes, const ImagePolicy& policy, const std::string& where) {
-  auto img = decode_image({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, policy.limits);
+ImageBudget::ImageBudget(int64_t max_tokens, int64_t min_pixels, int64_t max_pixels, int factor)
+    : max_tokens_(max_tokens), min_pixels_(min_pixels), max_pixels_(max_pixels), factor_(factor) {}
+
+ImageDecodeLimits ImageBudget::limits(const ImageDecodeLimits& base) {
+  ImageDecodeLimits l = base;
+  l.admit = [this](int64_t w, int64_t h) { return admit(w, h); };
+  return l;
+}
+
+Result<int64_t> ImageBudget::admit(int64_t width, int64_t height) {
+  // EXIF orientation may swap the sides; smart_resize's area does not depend on which is which.
+  QVL_ASSIGN_OR_RETURN(ResizedSize r, smart_resize(height, width, factor_, min_pixels_, max_pixels_));
+  const int64_t pixels = static_cast<int64_t>(r.height) * r.width;
+  const int64_t tokens = pixels / (static_cast<int64_t>(factor_) * factor_);
+  ++images_;
+  if (tokens_ + tokens > max_tokens_) {
+    return Status::Error("image " + std::to_string(images_) + " is resized to " + std::to_string(r.width) + "x" +
+                         std::to_string(r.height) + " and needs " + std::to_string(tokens) + " tokens; with the " +
+                         "request's other images that is " + std::to_string(tokens_ + tokens) +
+                         " image tokens, over the context of " + std::to_string(max_tokens_) +
+                         " (hint: send smaller or fewer images, or lower max_pixels)");
+  }
+  tokens_ += tokens;
+  return pixels;
+}
+
+Result<ImageRGB> decode_request_image(std::string_view bytes, const ImagePolicy& policy, const std::string& where,
+                                      ImageBudget* budget) {
+  auto img = decode_image({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()},
+                          budget ? budget->limits(policy.limits) : policy.limits);
   if (!img.ok()) return img.status().with_context(where);
   return img;
 }
 
-Result<ImageRGB> load_request_image(std::string_view ref_in, const ImagePolicy& policy, const std::string& where) {
+Result<ImageRGB> load_request_image(std::string_view ref_in, const ImagePolicy& policy, const std::string& where,
+                                    ImageBudget* budget) {
   const std::string_view ref = trim(ref_in);
   if (ref.empty()) return Status::Error(where + ": empty image; expected a data: URI or base64 image data");
   auto decode_bytes = [&](const std::vector<uint8_t>& bytes) -> Result<ImageRGB> {
-    auto img = decode_image(bytes, policy.limits);
+    auto img = decode_image(bytes, budget ? budget->limits(policy.limits) : policy.limits);
     if (!img.ok()) return img.status().with_context(where);
     return img;
   };

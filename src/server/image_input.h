@@ -15,7 +15,26 @@ namespace qvl::server {
 struct ImagePolicy {
   std::string image_dir;       // canonical directory local paths must resolve into; empty: local paths refused
   uint64_t max_file_bytes = 64u << 20;
-  ImageDecodeLimits limits;
+  ImageDecodeLimits limits;    // jpeg_reduce_factor 2: JPEGs far over the model's size decode at 1/2..1/8
+};
+
+// What one request's images may cost, checked from each image's header before it is decoded: each image is
+// sized as the model's preprocessing will resize it (smart_resize with the request's pixel bounds), and the
+// image tokens of all of them together must fit within `max_tokens` (the context). So an image that would
+// be refused for the context costs no decoding at all.
+class ImageBudget {
+ public:
+  ImageBudget(int64_t max_tokens, int64_t min_pixels, int64_t max_pixels, int factor);
+  // `base` with admit() bound to this budget (the budget must outlive the decode).
+  ImageDecodeLimits limits(const ImageDecodeLimits& base);
+  int64_t tokens() const { return tokens_; }  // taken so far
+
+ private:
+  Result<int64_t> admit(int64_t width, int64_t height);
+  int64_t max_tokens_, min_pixels_, max_pixels_;
+  int factor_;
+  int images_ = 0;
+  int64_t tokens_ = 0;
 };
 
 // Makes the policy for --image-dir DIR: the directory must exist; it is stored canonical.
@@ -31,9 +50,12 @@ Result<std::string> resolve_image_path(std::string_view path, const ImagePolicy&
 
 // One image reference from a request: "data:image/png;base64,...", bare base64, "file:///...", or a local
 // path. `where` names the field in errors ("messages[0].content[1].image_url").
-Result<ImageRGB> load_request_image(std::string_view ref, const ImagePolicy& policy, const std::string& where);
+// With a budget, the image is admitted against it before decoding.
+Result<ImageRGB> load_request_image(std::string_view ref, const ImagePolicy& policy, const std::string& where,
+                                    ImageBudget* budget = nullptr);
 
 // Decodes image bytes already received (a multipart upload).
-Result<ImageRGB> decode_request_image(std::string_view bytes, const ImagePolicy& policy, const std::string& where);
+Result<ImageRGB> decode_request_image(std::string_view bytes, const ImagePolicy& policy, const std::string& where,
+                                      ImageBudget* budget = nullptr);
 
 }  // namespace qvl::server
