@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/cli.h"
+#include "cli/options.h"
 #include "engine/generate.h"
 #include "kernels/kernels.h"
 #include "util/memory.h"
@@ -15,11 +15,6 @@
 namespace qvl::cli {
 
 namespace {
-const char kBenchUsage[] =
-    "usage: qvl bench --model DIR [--image FILE] [-p TEXT] [-n N] [--runs R] [--json] [--threads N] [--pin] [--ctx N]\n"
-    "                 [--text-weights T] [--vision-weights T] [--kv-type f16|f32] [--min-pixels N]\n"
-    "                 [--max-pixels N]";
-
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -28,7 +23,8 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int cmd_bench(const Args& args) {
-  const std::string cmd = "bench";
+  CommandLine cli("bench", "Times load, preprocess, vision encode, prefill, first token and decode on one prompt: "
+                           "the medians of several runs, and the peak resident memory.");
   std::string model_dir, image_path, prompt = "Describe this image.";
   int threads = ThreadPool::physical_cores(), runs = 3;
   bool pin = false;
@@ -38,48 +34,22 @@ int cmd_bench(const Args& args) {
   opts.ignore_eos = true;
   opts.sampling.temperature = 0;  // greedy: no sampling cost differences between runs
   WeightTypes types = default_weight_types();
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const std::string* v = (i + 1 < args.size()) ? &args[i + 1] : nullptr;
-    auto integer = [&](long long lo, long long hi) -> Result<long long> {
-      if (!v) return Status::Error(a + " needs a value");
-      ++i;
-      return parse_int(a, *v, lo, hi);
-    };
-    if (a == "--json") {
-      json = true;
-      continue;
-    }
-    if (a == "--pin") {
-      pin = true;
-      continue;
-    }
-    if (!v) return fail(cmd, a + " needs a value\n" + kBenchUsage);
-    if (a == "--model") { model_dir = *v; ++i; }
-    else if (a == "--image") { image_path = *v; ++i; }
-    else if (a == "-p") { prompt = *v; ++i; }
-    else if (a == "--kv-type") {
-      if (!kv_type_from_name(*v, &opts.kv_type)) return fail(cmd, a + ": unknown type '" + *v + "' (f16, f32)");
-      ++i;
-    } else if (a == "--text-weights" || a == "--vision-weights") {
-      WeightType t;
-      if (!weight_type_from_name(*v, &t)) return fail(cmd, a + ": unknown type '" + *v + "'");
-      (a == "--text-weights" ? types.text : types.vision) = t;
-      ++i;
-    } else {
-      long long lo = 1, hi = 1 << 20;
-      auto r = integer(lo, (a == "--min-pixels" || a == "--max-pixels") ? (1ll << 40) : hi);
-      if (!r.ok()) return fail(cmd, r.status().message());
-      if (a == "-n") opts.max_tokens = static_cast<int>(*r);
-      else if (a == "--runs") runs = static_cast<int>(*r);
-      else if (a == "--threads") threads = static_cast<int>(*r);
-      else if (a == "--ctx") opts.context = *r;
-      else if (a == "--min-pixels") opts.image.min_pixels = *r;
-      else if (a == "--max-pixels") opts.image.max_pixels = *r;
-      else return fail(cmd, "unexpected argument '" + a + "'\n" + kBenchUsage);
-    }
-  }
-  if (model_dir.empty()) return fail(cmd, std::string("--model DIR is required\n") + kBenchUsage);
+  add_model_option(cli, model_dir)->required();
+  add_image_option(cli, image_path);
+  add_prompt_option(cli, prompt);
+  add_max_tokens_option(cli, opts.max_tokens, 1);
+  cli.add_option("--runs", runs, "timed runs; the medians are reported")
+      ->type_name("R")
+      ->check(integer_in(1, 1 << 20))
+      ->default_str(std::to_string(runs));
+  cli.add_flag("--json", json, "print one JSON object on stdout instead of the text lines");
+  add_thread_options(cli, threads, &pin);
+  add_weight_options(cli, types);
+  add_context_options(cli, opts.context, opts.kv_type);
+  add_image_size_options(cli, opts.image.min_pixels, opts.image.max_pixels);
+  if (auto rc = cli.parse_args(args)) return *rc;
+  const std::string& cmd = cli.command();
+
   std::vector<ImageRGB> images;
   if (!image_path.empty()) {
     auto img = load_image_file(image_path);

@@ -3,46 +3,32 @@
 #include <cstdint>
 #include <cstdio>
 
-#include "cli/cli.h"
+#include "cli/options.h"
 #include "model/bundled_files.h"
 #include "model/test_model.h"
 
 namespace qvl::cli {
 
-int cmd_make_test_model(const std::vector<std::string>& args);
-
-int cmd_make_test_model(const std::vector<std::string>& args) {
-  const std::string cmd = "make-test-model";
-  const std::string usage =
-      "usage: qvl make-test-model --preset tiny|2b --out DIR [--seed N] [--model-files DIR] [--threads N]";
+int cmd_make_test_model(const Args& args) {
+  CommandLine cli("make-test-model", "Writes a complete model directory with deterministic generated weights "
+                                     "(tiny: small widths; 2b: the real shapes).");
   TestModelOptions opt;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string* { return ++i < args.size() ? &args[i] : nullptr; };
-    const std::string* v = nullptr;
-    if (a == "--preset" || a == "--out" || a == "--seed" || a == "--model-files" || a == "--threads") {
-      if (!(v = value())) return fail(cmd, a + " needs a value (" + usage + ")");
-    } else {
-      return fail(cmd, "unknown argument " + a + " (" + usage + ")");
-    }
-    if (a == "--preset") {
-      opt.preset = *v;
-      if (opt.preset != "tiny" && opt.preset != "2b") return fail(cmd, "--preset must be tiny or 2b, got '" + *v + "'");
-    } else if (a == "--out") {
-      opt.out_dir = *v;
-    } else if (a == "--model-files") {
-      opt.model_files_dir = *v;
-    } else if (a == "--seed") {
-      auto n = parse_int("--seed", *v, 0, INT64_MAX);
-      if (!n.ok()) return fail(cmd, n.status().message());
-      opt.seed = static_cast<uint64_t>(*n);
-    } else if (a == "--threads") {
-      auto n = parse_int("--threads", *v, 1, 1024);
-      if (!n.ok()) return fail(cmd, n.status().message());
-      opt.threads = static_cast<int>(*n);
-    }
-  }
-  if (opt.out_dir.empty()) return fail(cmd, "--out DIR is required (" + usage + ")");
+  long long seed = static_cast<long long>(opt.seed);
+  cli.add_option("--preset", opt.preset, "the shapes: tiny or 2b")
+      ->type_name("tiny|2b")
+      ->check([](const std::string& s) { return s == "tiny" || s == "2b" ? "" : "must be tiny or 2b, got '" + s + "'"; })
+      ->default_str(opt.preset);
+  cli.add_option("--out", opt.out_dir, "the directory to write (created if missing)")->type_name("DIR")->required();
+  cli.add_option("--seed", seed, "the weights' seed")
+      ->type_name("N")
+      ->check(integer_in(0, INT64_MAX))
+      ->default_str(std::to_string(opt.seed));
+  add_model_files_option(cli, opt.model_files_dir);
+  add_thread_options(cli, opt.threads);
+  if (auto rc = cli.parse_args(args)) return *rc;
+  opt.seed = static_cast<uint64_t>(seed);
+
+  const std::string& cmd = cli.command();
   if (opt.model_files_dir.empty()) {
     auto files = bundled_model_files_dir();
     if (!files.ok()) return fail(cmd, files.status().message());

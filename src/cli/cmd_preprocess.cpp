@@ -2,7 +2,7 @@
 // the model sees an image (resized size, grid, token count) and can write its pixel_values.
 #include <cstdio>
 
-#include "cli/cli.h"
+#include "cli/options.h"
 #include "io/image.h"
 #include "io/npy.h"
 #include "model/image_processor.h"
@@ -10,30 +10,17 @@
 namespace qvl::cli {
 
 int cmd_preprocess(const Args& args) {
-  const std::string cmd = "preprocess";
-  const char* usage = "usage: qvl preprocess --model DIR --image FILE [--min-pixels N] [--max-pixels N] [--out FILE.npy]";
+  CommandLine cli("preprocess", "Shows how the model sees an image: resized size, grid_thw, image tokens, "
+                                "pixel_values.");
   std::string model, image_path, out_path;
   PreprocessOptions opts;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string* { return i + 1 < args.size() ? &args[++i] : nullptr; };
-    if (a == "--model" || a == "--image" || a == "--out" || a == "--min-pixels" || a == "--max-pixels") {
-      const std::string* v = value();
-      if (!v) return fail(cmd, a + " needs a value (" + usage + ")");
-      if (a == "--model") model = *v;
-      else if (a == "--image") image_path = *v;
-      else if (a == "--out") out_path = *v;
-      else {
-        auto n = parse_int(a, *v, 1, 1ll << 40);
-        if (!n.ok()) return fail(cmd, n.status().message());
-        (a == "--min-pixels" ? opts.min_pixels : opts.max_pixels) = *n;
-      }
-    } else {
-      return fail(cmd, "unexpected argument '" + a + "' (" + usage + ")");
-    }
-  }
-  if (model.empty()) return fail(cmd, "--model DIR is required (a directory with preprocessor_config.json)");
-  if (image_path.empty()) return fail(cmd, "--image FILE is required");
+  add_model_option(cli, model)->required();
+  add_image_option(cli, image_path)->required();
+  add_image_size_options(cli, opts.min_pixels, opts.max_pixels);
+  cli.add_option("--out", out_path, "write pixel_values as float32 .npy")->type_name("FILE.npy");
+  if (auto rc = cli.parse_args(args)) return *rc;
+
+  const std::string& cmd = cli.command();
   auto config = ImageProcessorConfig::load(model);
   if (!config.ok()) return fail(cmd, config.status().message());
   auto image = load_image_file(image_path);

@@ -3,36 +3,24 @@
 #include <chrono>
 #include <cstdio>
 
-#include "cli/cli.h"
+#include "cli/options.h"
 #include "model/quantize_file.h"
 
 namespace qvl::cli {
 
 int cmd_quantize(const Args& args) {
-  const std::string cmd = "quantize";
-  const char* usage = "usage: qvl quantize --model DIR --out DIR [--text-weights T] [--vision-weights T] [--threads N]";
+  CommandLine cli("quantize", "Converts a checkpoint's weights once and writes a model directory that starts by "
+                              "mapping them.");
   std::string model_dir, out_dir;
   WeightTypes types = default_weight_types();
-  int threads = 0;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (i + 1 >= args.size()) return fail(cmd, "unexpected or incomplete argument '" + a + "'\n" + usage);
-    const std::string& v = args[++i];
-    if (a == "--model") model_dir = v;
-    else if (a == "--out") out_dir = v;
-    else if (a == "--threads") {
-      auto n = parse_int(a, v, 1, 1024);
-      if (!n.ok()) return fail(cmd, n.status().message());
-      threads = static_cast<int>(*n);
-    } else if (a == "--text-weights" || a == "--vision-weights") {
-      WeightType t;
-      if (!weight_type_from_name(v, &t)) return fail(cmd, a + ": unknown type '" + v + "' (f32, f16, bf16, q8_0, q4_0)");
-      (a == "--text-weights" ? types.text : types.vision) = t;
-    } else {
-      return fail(cmd, "unexpected argument '" + a + "'\n" + usage);
-    }
-  }
-  if (model_dir.empty() || out_dir.empty()) return fail(cmd, std::string("--model and --out are required\n") + usage);
+  int threads = 0;  // Model::load: one per physical core
+  add_model_option(cli, model_dir)->required();
+  cli.add_option("--out", out_dir, "the model directory to write")->type_name("DIR")->required();
+  add_weight_options(cli, types);
+  add_thread_options(cli, threads);
+  if (auto rc = cli.parse_args(args)) return *rc;
+
+  const std::string& cmd = cli.command();
   const auto t0 = std::chrono::steady_clock::now();
   auto model = Model::load(model_dir, types, threads);
   if (!model.ok()) return fail(cmd, model.status().message());

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "cli/cli.h"
+#include "cli/options.h"
 #include "engine/generate.h"
 #include "io/npy.h"
 #include "kernels/kernels.h"
@@ -14,12 +14,6 @@ namespace qvl::cli {
 
 namespace {
 
-const char kRunUsage[] =
-    "usage: qvl run --model DIR [--image FILE ...] -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P]\n"
-    "               [--seed S] [--system TEXT] [--threads N] [--ctx N] [--min-pixels N] [--max-pixels N]\n"
-    "               [--text-weights T] [--vision-weights T] [--kv-type f16|f32] [--pin] [--ignore-eos] [--dump DIR]\n"
-    "  T: f32, f16, bf16, q8_0 or q4_0 (quantized at load; default: as stored)";
-
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -27,107 +21,30 @@ double now_ms() {
 }  // namespace
 
 int cmd_run(const Args& args) {
-  const std::string cmd = "run";
+  CommandLine cli("run", "Answers a prompt about images in the terminal: the text streams to stdout, progress and "
+                         "timings go to stderr.");
   std::string model_dir, prompt, system, dump_dir;
   std::vector<std::string> image_paths;
-  bool have_prompt = false;
   int threads = ThreadPool::physical_cores();
   bool pin = false;
   GenerateOptions opts;
   WeightTypes weight_types = default_weight_types();
-  bool temp_set = false, topk_set = false, topp_set = false, seed_set = false;
-  float temp = 0, top_p = 0;
-  long long top_k = 0, seed = 0;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string* { return i + 1 < args.size() ? &args[++i] : nullptr; };
-    auto need = [&](const std::string* v) { return v ? 0 : fail(cmd, a + " needs a value\n" + kRunUsage); };
-    auto integer = [&](long long lo, long long hi, long long& out) -> int {
-      const std::string* v = value();
-      if (int rc = need(v)) return rc;
-      auto r = parse_int(a, *v, lo, hi);
-      if (!r.ok()) return fail(cmd, r.status().message());
-      out = *r;
-      return 0;
-    };
-    auto real = [&](float& out) -> int {
-      const std::string* v = value();
-      if (int rc = need(v)) return rc;
-      char* end = nullptr;
-      out = std::strtof(v->c_str(), &end);
-      if (v->empty() || *end) return fail(cmd, a + " expects a number, got '" + *v + "'");
-      return 0;
-    };
-    long long n = 0;
-    int rc = 0;
-    if (a == "--model" || a == "-m") {
-      const std::string* v = value();
-      if ((rc = need(v))) return rc;
-      model_dir = *v;
-    } else if (a == "--image" || a == "-i") {
-      const std::string* v = value();
-      if ((rc = need(v))) return rc;
-      image_paths.push_back(*v);
-    } else if (a == "-p" || a == "--prompt") {
-      const std::string* v = value();
-      if ((rc = need(v))) return rc;
-      prompt = *v;
-      have_prompt = true;
-    } else if (a == "--system") {
-      const std::string* v = value();
-      if ((rc = need(v))) return rc;
-      system = *v;
-    } else if (a == "--dump") {
-      const std::string* v = value();
-      if ((rc = need(v))) return rc;
-      dump_dir = *v;
-    } else if (a == "-n" || a == "--max-tokens") {
-      if ((rc = integer(0, 1 << 20, n))) return rc;
-      opts.max_tokens = static_cast<int>(n);
-    } else if (a == "--threads" || a == "-t") {
-      if ((rc = integer(1, 1024, n))) return rc;
-      threads = static_cast<int>(n);
-    } else if (a == "--ctx") {
-      if ((rc = integer(16, 1 << 20, n))) return rc;
-      opts.context = n;
-    } else if (a == "--min-pixels") {
-      if ((rc = integer(1, 1ll << 40, n))) return rc;
-      opts.image.min_pixels = n;
-    } else if (a == "--max-pixels") {
-      if ((rc = integer(1, 1ll << 40, n))) return rc;
-      opts.image.max_pixels = n;
-    } else if (a == "--temp") {
-      if ((rc = real(temp))) return rc;
-      temp_set = true;
-    } else if (a == "--top-p") {
-      if ((rc = real(top_p))) return rc;
-      topp_set = true;
-    } else if (a == "--top-k") {
-      if ((rc = integer(0, 1 << 30, top_k))) return rc;
-      topk_set = true;
-    } else if (a == "--seed") {
-      if ((rc = integer(0, (1ll << 62), seed))) return rc;
-      seed_set = true;
-    } else if (a == "--kv-type") {
-      const std::string* v = value();
-      if ((rc = need(v))) return rc;
-      if (!kv_type_from_name(*v, &opts.kv_type)) return fail(cmd, a + ": unknown type '" + *v + "' (f16, f32)");
-    } else if (a == "--text-weights" || a == "--vision-weights") {
-      const std::string* v = value();
-      if ((rc = need(v))) return rc;
-      WeightType t;
-      if (!weight_type_from_name(*v, &t)) return fail(cmd, a + ": unknown type '" + *v + "' (f32, f16, bf16, q8_0, q4_0)");
-      (a == "--text-weights" ? weight_types.text : weight_types.vision) = t;
-    } else if (a == "--ignore-eos") {
-      opts.ignore_eos = true;
-    } else if (a == "--pin") {
-      pin = true;
-    } else {
-      return fail(cmd, "unexpected argument '" + a + "'\n" + kRunUsage);
-    }
-  }
-  if (model_dir.empty()) return fail(cmd, std::string("--model DIR is required\n") + kRunUsage);
-  if (!have_prompt) return fail(cmd, std::string("-p TEXT is required\n") + kRunUsage);
+  SamplingArgs sampling;
+  add_model_option(cli, model_dir)->required();
+  add_image_option(cli, image_paths);
+  add_prompt_option(cli, prompt)->required();
+  cli.add_option("--system", system, "a system message before the prompt")->type_name("TEXT");
+  add_max_tokens_option(cli, opts.max_tokens);
+  add_sampling_options(cli, sampling);
+  cli.add_flag("--ignore-eos", opts.ignore_eos, "keep generating past end-of-sequence tokens (up to -n)");
+  add_thread_options(cli, threads, &pin);
+  add_weight_options(cli, weight_types);
+  add_context_options(cli, opts.context, opts.kv_type);
+  add_image_size_options(cli, opts.image.min_pixels, opts.image.max_pixels);
+  cli.add_option("--dump", dump_dir, "write every named intermediate as .npy, and generated_ids.json, into DIR")
+      ->type_name("DIR");
+  if (auto rc = cli.parse_args(args)) return *rc;
+  const std::string& cmd = cli.command();
 
   // Images first, so a bad file fails before the model loads.
   std::vector<ImageRGB> images;
@@ -149,10 +66,7 @@ int cmd_run(const Args& args) {
   auto defaults = SamplingParams::from_generation_config((*model)->generation());
   if (!defaults.ok()) return fail(cmd, defaults.status().message());
   opts.sampling = *defaults;
-  if (temp_set) opts.sampling.temperature = temp;
-  if (topk_set) opts.sampling.top_k = static_cast<int>(top_k);
-  if (topp_set) opts.sampling.top_p = top_p;
-  if (seed_set) opts.sampling.seed = static_cast<uint64_t>(seed);
+  sampling.apply_to(opts.sampling);
 
   std::vector<ChatMessage> messages;
   if (!system.empty()) {

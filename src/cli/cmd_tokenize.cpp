@@ -3,37 +3,23 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/cli.h"
+#include "cli/options.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qvl::cli {
 
 int cmd_tokenize(const Args& args) {
-  const std::string cmd = "tokenize";
+  CommandLine cli("tokenize", "Prints the token ids of TEXT (text starting with '-' goes after '--').");
   std::string model, text;
-  bool json = false, special = false, have_text = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--model") {
-      if (++i >= args.size()) return fail(cmd, "--model needs a directory");
-      model = args[i];
-    } else if (a == "--json") {
-      json = true;
-    } else if (a == "--special") {
-      special = true;  // match control tokens such as <|im_start|> in TEXT
-    } else if (a.rfind("--", 0) == 0 && a.size() > 2) {
-      return fail(cmd, "unknown option " + a + " (usage: qvl tokenize --model DIR [--json] [--special] TEXT)");
-    } else if (!have_text) {
-      text = a;
-      have_text = true;
-    } else {
-      return fail(cmd, "expected one TEXT argument; quote text with spaces");
-    }
-  }
-  if (model.empty()) return fail(cmd, "--model DIR is required (a model directory with tokenizer.json)");
-  if (!have_text) return fail(cmd, "TEXT is required");
+  bool json = false, special = false;
+  add_model_option(cli, model)->required();
+  cli.add_flag("--json", json, "print {\"ids\": [...], \"count\": N}");
+  cli.add_flag("--special", special, "match control tokens such as <|im_start|> in TEXT");
+  cli.add_option("TEXT", text, "the text; quote text with spaces")->required();
+  if (auto rc = cli.parse_args(args)) return *rc;
+
   auto tok = Tokenizer::load(model);
-  if (!tok.ok()) return fail(cmd, tok.status().message());
+  if (!tok.ok()) return fail(cli.command(), tok.status().message());
   const auto ids = tok->encode(text, special);
   if (json) {
     nlohmann::json out = {{"ids", ids}, {"count", ids.size()}};

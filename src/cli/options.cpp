@@ -1,0 +1,308 @@
+// The shared option table and the parser every subcommand runs (help, typo suggestions, error messages).
+#include "cli/options.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+
+#include "tensor/quant.h"
+#include "util/thread_pool.h"
+
+namespace qvl::cli {
+
+namespace {
+
+// Help lines read "--threads N   model threads (default: 4, one per physical core)": the type name only
+// after the option (no "=default", no validator text), the default and "required" after the description.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    if (opt->get_type_size() == 0) return "";  // a flag
+    std::string out = " " + opt->get_type_name();
+    if (opt->get_expected_max() == CLI::detail::expected_max_vector_size) out += " ...";
+    return out;
+  }
+  std::string make_option_desc(const CLI::Option* opt) const override {
+    std::string desc = opt->get_description();
+    if (opt->get_required()) return desc + " (required)";
+    if (!opt->get_default_str().empty()) desc += " (default: " + opt->get_default_str() + ")";
+    return desc;
+  }
+};
+
+// Optimal string alignment distance: insertions, deletions, substitutions and adjacent transpositions
+// ("--tmep" is one edit from "--temp").
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// Every spelling of every option of `app`: "--temp", "-t", ...
+std::vector<std::string> option_spellings(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const std::string& l : opt->get_lnames()) names.push_back("--" + l);
+    for (const std::string& s : opt->get_snames()) names.push_back("-" + s);
+  }
+  return names;
+}
+
+std::string type_list() {
+  return "f32, f16, bf16, q8_0 or q4_0";
+}
+
+// A number that parses completely, for the float options' validators.
+bool parse_float(const std::string& s, float* out) {
+  char* end = nullptr;
+  errno = 0;
+  *out = std::strtof(s.c_str(), &end);
+  return !s.empty() && *end == '\0' && errno != ERANGE;
+}
+
+// "--temp T": a float option checked by `ok`, whose value is handed to `set` after the check.
+CLI::Option* add_float(CLI::App& app, const std::string& name, std::optional<float>& out, bool (*ok)(float),
+                       const std::string& expects, const std::string& desc) {
+  auto* opt = app.add_option_function<float>(name, [&out](const float& v) { out = v; }, desc);
+  opt->type_name("X")->check(
+      [ok, expects](const std::string& s) -> std::string {
+        float v = 0;
+        if (!parse_float(s, &v)) return "expects a number, got '" + s + "'";
+        return ok(v) ? std::string() : "must be " + expects + ", got " + s;
+      },
+      "");
+  return opt;
+}
+
+}  // namespace
+
+CommandLine::CommandLine(std::string command, std::string description)
+    : CLI::App(std::move(description), "qvl " + command), command_(std::move(command)) {
+  option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // "--temp 1 --temp 0": 0
+  set_help_flag("-h,--help", "print this help and exit");
+  auto formatter = std::make_shared<HelpFormatter>();
+  formatter->column_width(28);
+  this->formatter(formatter);
+}
+
+std::optional<int> CommandLine::parse_args(const Args& args) {
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes a vector from its back
+  const std::string hint = "; run '" + get_name() + " --help' for the options";
+  try {
+    parse(std::move(reversed));
+    return std::nullopt;
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    // The whole command line is read before any value is checked, so the arguments no option took are
+    // known here whatever the error: an unknown option is reported first, it is the likeliest cause.
+    for (const std::string& arg : remaining()) {
+      if (arg.size() < 2 || arg[0] != '-') continue;
+      const std::string name = arg.substr(0, arg.find('='));
+      const std::string near = closest_match(name, option_spellings(*this));
+      if (!near.empty())
+        std::fprintf(stderr, "%s: unknown option '%s'; did you mean '%s'?\n", get_name().c_str(), name.c_str(),
+                     near.c_str());
+      else
+        std::fprintf(stderr, "%s: unknown option '%s'%s\n", get_name().c_str(), name.c_str(), hint.c_str());
+      return 2;
+    }
+    if (!remaining().empty()) {
+      std::fprintf(stderr, "%s: unexpected argument '%s'%s\n", get_name().c_str(), remaining().front().c_str(),
+                   hint.c_str());
+      return 2;
+    }
+    std::fprintf(stderr, "%s: %s%s\n", get_name().c_str(), e.what(), hint.c_str());
+    return 2;
+  }
+}
+
+std::string closest_match(const std::string& word, const std::vector<std::string>& candidates) {
+  auto strip = [](const std::string& s) { return s.substr(std::min(s.find_first_not_of('-'), s.size())); };
+  const std::string w = strip(word);
+  // A typo is at most one edit in three characters: "tmep" (1 of 4) yes, "xyz" for "run" (3 of 3) no.
+  const size_t allowed = std::max<size_t>(1, std::min<size_t>(3, w.size() / 3));
+  std::string best;
+  size_t best_d = allowed + 1;
+  for (const std::string& c : candidates) {
+    const size_t d = edit_distance(w, strip(c));
+    if (d < best_d) best_d = d, best = c;
+  }
+  return best;
+}
+
+CLI::Validator integer_in(long long lo, long long hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const long long v = std::strtoll(s.c_str(), &end, 10);
+        if (s.empty() || *end != '\0' || errno == ERANGE) return "expects an integer, got '" + s + "'";
+        if (v < lo || v > hi) return "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + s;
+        return {};
+      },
+      "");
+}
+
+// ---- Model ---------------------------------------------------------------------------------------------------
+
+CLI::Option* add_model_option(CLI::App& app, std::string& model, ModelSpec spec) {
+  if (spec == ModelSpec::kDirectoryOrHubId) {
+    return app.add_option("-m,--model", model,
+                          "a model directory, or a hub id such as Qwen/Qwen3-VL-2B-Instruct in the local "
+                          "Hugging Face cache")
+        ->type_name("DIR|HUB_ID");
+  }
+  return app.add_option("-m,--model", model,
+                        "the model directory (a checkpoint, or one written by 'qvl quantize' or 'qvl make-test-model')")
+      ->type_name("DIR");
+}
+
+CLI::Option* add_model_files_option(CLI::App& app, std::string& dir) {
+  return app.add_option("--model-files", dir,
+                        "the checkpoint's config and tokenizer files (config.json, tokenizer.json, ...)")
+      ->type_name("DIR")
+      ->default_str("the files that ship with qvl, models/qwen3-vl-2b-instruct");
+}
+
+// ---- Threads -------------------------------------------------------------------------------------------------
+
+void add_thread_options(CLI::App& app, int& threads, bool* pin) {
+  const int cores = ThreadPool::physical_cores();
+  app.add_option("-t,--threads", threads, "model threads")
+      ->type_name("N")
+      ->check(integer_in(1, 1024))
+      ->default_str(std::to_string(threads > 0 ? threads : cores) +
+                    (threads <= 0 || threads == cores ? ", one per physical core" : ""));
+  if (pin) app.add_flag("--pin", *pin, "pin the model threads, one per physical core (within taskset's CPUs)");
+}
+
+// ---- Weights -------------------------------------------------------------------------------------------------
+
+void add_weight_options(CLI::App& app, WeightTypes& types) {
+  auto add = [&](const std::string& name, std::optional<WeightType>& type, const std::string& what) {
+    app.add_option_function<std::string>(
+           name,
+           [&type](const std::string& s) {
+             WeightType t;
+             if (weight_type_from_name(s, &t)) type = t;
+           },
+           "storage of the " + what + " weights, converted at load: " + type_list())
+        ->type_name("T")
+        ->check(
+            [](const std::string& s) -> std::string {
+              WeightType t;
+              return weight_type_from_name(s, &t) ? std::string() : "unknown type '" + s + "' (" + type_list() + ")";
+            },
+            "")
+        ->default_str(type ? weight_type_name(*type) : "as stored");
+  };
+  add("--text-weights", types.text, "text decoder's");
+  add("--vision-weights", types.vision, "vision tower's");
+}
+
+// ---- Context -------------------------------------------------------------------------------------------------
+
+void add_context_options(CLI::App& app, int64_t& context, KVType& kv_type) {
+  app.add_option("--ctx", context, "context: prompt + answer tokens")
+      ->type_name("N")
+      ->check(integer_in(16, 1 << 20))
+      ->default_str(std::to_string(context));
+  app.add_option_function<std::string>(
+         "--kv-type",
+         [&kv_type](const std::string& s) { kv_type_from_name(s, &kv_type); },
+         "KV cache storage: f16 (half the memory) or f32 (exactly the reference's values)")
+      ->type_name("T")
+      ->check(
+          [](const std::string& s) -> std::string {
+            KVType t;
+            return kv_type_from_name(s, &t) ? std::string() : "unknown type '" + s + "' (f16, f32)";
+          },
+          "")
+      ->default_str(kv_type_name(kv_type));
+}
+
+// ---- Image size ----------------------------------------------------------------------------------------------
+
+void add_image_size_options(CLI::App& app, int64_t& min_pixels, int64_t& max_pixels) {
+  auto shown = [](int64_t v) { return v > 0 ? std::to_string(v) : std::string("the model's preprocessor_config.json"); };
+  app.add_option("--min-pixels", min_pixels, "images with fewer pixels are scaled up")
+      ->type_name("N")
+      ->check(integer_in(1, 1ll << 40))
+      ->default_str(shown(min_pixels));
+  app.add_option("--max-pixels", max_pixels, "images with more pixels are scaled down")
+      ->type_name("N")
+      ->check(integer_in(1, 1ll << 40))
+      ->default_str(shown(max_pixels));
+}
+
+// ---- Prompt --------------------------------------------------------------------------------------------------
+
+CLI::Option* add_image_option(CLI::App& app, std::vector<std::string>& images) {
+  return app.add_option("-i,--image", images, "an image file (JPEG, PNG, WebP, GIF, BMP); repeat for several, in order")
+      ->type_name("FILE")
+      ->allow_extra_args(false)  // one file per --image, as "-i a.png -p TEXT" reads
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+CLI::Option* add_image_option(CLI::App& app, std::string& image) {
+  return app.add_option("-i,--image", image, "an image file (JPEG, PNG, WebP, GIF, BMP)")->type_name("FILE");
+}
+
+CLI::Option* add_prompt_option(CLI::App& app, std::string& prompt) {
+  auto* opt = app.add_option("-p,--prompt", prompt, "the user's message")->type_name("TEXT");
+  if (!prompt.empty()) opt->default_str("\"" + prompt + "\"");
+  return opt;
+}
+
+// ---- Generation ----------------------------------------------------------------------------------------------
+
+CLI::Option* add_max_tokens_option(CLI::App& app, int& max_tokens, int min) {
+  return app.add_option("-n,--max-tokens", max_tokens, "new tokens at most")
+      ->type_name("N")
+      ->check(integer_in(min, 1 << 20))
+      ->default_str(std::to_string(max_tokens));
+}
+
+void SamplingArgs::apply_to(SamplingParams& params) const {
+  if (temperature) params.temperature = *temperature;
+  if (top_k) params.top_k = *top_k;
+  if (top_p) params.top_p = *top_p;
+  if (seed) params.seed = *seed;
+}
+
+void add_sampling_options(CLI::App& app, SamplingArgs& s) {
+  const std::string from_model = "the model's generation_config.json";
+  add_float(app, "--temp", s.temperature, [](float v) { return v >= 0 && std::isfinite(v); }, ">= 0",
+            "sampling temperature; 0: greedy")
+      ->type_name("T")
+      ->default_str(from_model);
+  app.add_option_function<int>("--top-k", [&s](const int& v) { s.top_k = v; }, "sample from the K likeliest tokens; 0: all")
+      ->type_name("K")
+      ->check(integer_in(0, 1 << 30))
+      ->default_str(from_model);
+  add_float(app, "--top-p", s.top_p, [](float v) { return v > 0 && v <= 1; }, "in (0, 1]",
+            "sample from the likeliest tokens whose probabilities add up to P; 1: all")
+      ->type_name("P")
+      ->default_str(from_model);
+  app.add_option_function<long long>("--seed", [&s](const long long& v) { s.seed = static_cast<uint64_t>(v); },
+                                     "random seed of the sampler")
+      ->type_name("S")
+      ->check(integer_in(0, 1ll << 62))
+      ->default_str(std::to_string(SamplingParams{}.seed));
+}
+
+}  // namespace qvl::cli

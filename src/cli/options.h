@@ -1,0 +1,85 @@
+// The one command-line option table: every option several subcommands share is declared here once (as in
+// llama.cpp's common/arg.cpp), bound to the plain structs the code uses, with its default shown from the
+// very value the code starts from; each subcommand adds the groups it needs to its CommandLine.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/cli.h"
+#include "engine/sampler.h"
+#include "model/convert.h"
+#include "model/kv_type.h"
+
+namespace qvl::cli {
+
+// A subcommand's parser: a CLI::App named "qvl <command>" with qvl's help layout ("(default: X)" after
+// each description) and "the last value wins" for options given twice.
+class CommandLine : public CLI::App {
+ public:
+  CommandLine(std::string command, std::string description);
+  const std::string& command() const { return command_; }
+
+  // Parses args into the bound variables. nullopt: go on. Otherwise the exit code, the message printed:
+  // 0 after --help (help on stdout); 2 on an unknown option ("unknown option '--tmep'; did you mean
+  // '--temp'?"), a bad value or a missing option (CLI11's message and "run 'qvl <command> --help'").
+  std::optional<int> parse_args(const Args& args);
+
+ private:
+  std::string command_;
+};
+
+// The candidate closest to `word` by edit distance (Levenshtein, an adjacent transposition counting as one
+// edit), or "" when none is close enough to be a plausible typo.
+std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
+
+// ---- Model: --model/-m ------------------------------------------------------------------------------------
+enum class ModelSpec { kDirectory, kDirectoryOrHubId };
+// --model/-m DIR (or DIR|HUB_ID). Not required by itself: a command marks it ->required(), or (serve)
+// checks it against --demo.
+CLI::Option* add_model_option(CLI::App& app, std::string& model, ModelSpec spec = ModelSpec::kDirectory);
+// --model-files DIR: the checkpoint's config and tokenizer files (default: those that ship with qvl).
+CLI::Option* add_model_files_option(CLI::App& app, std::string& dir);
+
+// ---- Threads: --threads/-t N (1..1024; default one per physical core), --pin ------------------------------
+// `threads` may start at 0 (the callee's "one per physical core") or at ThreadPool::physical_cores().
+// --pin is added when `pin` is given.
+void add_thread_options(CLI::App& app, int& threads, bool* pin = nullptr);
+
+// ---- Weights: --text-weights T, --vision-weights T (f32, f16, bf16, q8_0, q4_0; default
+// default_weight_types()) -----------------------------------------------------------------------------------
+void add_weight_options(CLI::App& app, WeightTypes& types);
+
+// ---- Context: --ctx N (16..2^20), --kv-type f16|f32 ---------------------------------------------------------
+void add_context_options(CLI::App& app, int64_t& context, KVType& kv_type);
+
+// ---- Image size: --min-pixels N, --max-pixels N (1..2^40; -1: the model's preprocessor_config.json) -------
+void add_image_size_options(CLI::App& app, int64_t& min_pixels, int64_t& max_pixels);
+
+// ---- Prompt: --image/-i FILE, -p/--prompt TEXT ------------------------------------------------------------
+CLI::Option* add_image_option(CLI::App& app, std::vector<std::string>& images);  // repeatable, in order
+CLI::Option* add_image_option(CLI::App& app, std::string& image);                // one image
+CLI::Option* add_prompt_option(CLI::App& app, std::string& prompt);
+
+// ---- Generation: -n/--max-tokens N (min..2^20), --temp, --top-k, --top-p, --seed --------------------------
+CLI::Option* add_max_tokens_option(CLI::App& app, int& max_tokens, int min = 0);
+
+// The sampling options a user gave; the others keep the model's generation_config.json values.
+struct SamplingArgs {
+  std::optional<float> temperature;  // --temp T (>= 0; 0: greedy)
+  std::optional<int> top_k;          // --top-k K (0..2^30; 0: off)
+  std::optional<float> top_p;        // --top-p P ((0, 1]; 1: off)
+  std::optional<uint64_t> seed;      // --seed S (0..2^62)
+  void apply_to(SamplingParams& params) const;
+};
+void add_sampling_options(CLI::App& app, SamplingArgs& sampling);
+
+// ---- Validators (for options a single command owns) -------------------------------------------------------
+// An integer in [lo, hi]: "must be in [1, 1024], got 0" / "expects an integer, got 'x'".
+CLI::Validator integer_in(long long lo, long long hi);
+
+}  // namespace qvl::cli
