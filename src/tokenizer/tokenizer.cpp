@@ -144,8 +144,9 @@ void Tokenizer::bpe(std::string_view piece, std::vector<int32_t>& out) const {
   for (int i = 0; i < n; ++i) sym[i] = {byte_token_[static_cast<uint8_t>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1};
   std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
   auto push = [&](int l) {
-    int r = sym[l].next;
-    if (l < 0 || r < 0) return;
+    if (l < 0) return;  // before sym[l]: l is -1 when the merged symbol is the first
+    const int r = sym[l].next;
+    if (r < 0) return;
     auto it = merges_.find(pair_key(sym[l].id, sym[r].id));
     if (it != merges_.end()) heap.push({it->second.rank, l, sym[l].id, sym[r].id});
   };
