@@ -1,47 +1,85 @@
 // The qvl binary: dispatches to a subcommand.
 #include <cstdio>
-#include <cstring>
+#include <string>
+#include <vector>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 
 namespace {
 
-const char kUsage[] =
-    "qvl — Qwen3-VL-2B-Instruct on CPUs\n"
-    "\n"
-    "usage: qvl <command> [options]\n"
-    "\n"
-    "commands:\n"
-    "  tokenize    --model DIR [--json] [--special] TEXT   print token ids\n"
-    "  preprocess  --model DIR --image FILE [--min-pixels N] [--max-pixels N] [--out FILE.npy]\n"
-    "                                                      resize and patchify an image as the model sees it\n"
-    "  run         --model DIR [--image FILE ...] -p TEXT [-n N] [--temp T] [--seed S] [--dump DIR] ...\n"
-    "                                                      answer a prompt about images, streamed to stdout\n"
-    "  serve       --model DIR|HUB_ID | --demo [--host H] [--port N] [--parallel N] ...\n"
-    "                                                      OpenAI/Ollama-compatible HTTP server and web page (docs/API.md)\n"
-    "  bench       --model DIR [--image FILE] [-p TEXT] [-n N] [--runs R] [--json] ...\n"
-    "                                                      time load, vision, prefill, first token, decode, memory\n"
-    "  quantize    --model DIR --out DIR [--text-weights T] [--vision-weights T]\n"
-    "                                                      write a model directory with converted weights (fast start)\n"
-    "  make-test-model --preset tiny|2b --seed N --out DIR  write a model directory with generated weights\n"
-    "  help                                                this text\n";
+struct Command {
+  const char* name;
+  int (*run)(const qvl::cli::Args&);
+  const char* synopsis;  // its main options, then what it does
+};
+
+const Command kCommands[] = {
+    {"tokenize", qvl::cli::cmd_tokenize, "--model DIR [--json] [--special] TEXT\n      print token ids"},
+    {"preprocess", qvl::cli::cmd_preprocess,
+     "--model DIR --image FILE [--min-pixels N] [--max-pixels N] [--out FILE.npy]\n"
+     "      resize and patchify an image as the model sees it"},
+    {"run", qvl::cli::cmd_run,
+     "--model DIR [--image FILE ...] -p TEXT [-n N] [--temp T] [--seed S] [--dump DIR] ...\n"
+     "      answer a prompt about images, streamed to stdout"},
+    {"serve", qvl::cli::cmd_serve,
+     "--model DIR|HUB_ID | --demo [--host H] [--port N] [--parallel N] ...\n"
+     "      OpenAI/Ollama-compatible HTTP server and web page (docs/API.md)"},
+    {"bench", qvl::cli::cmd_bench,
+     "--model DIR [--image FILE] [-p TEXT] [-n N] [--runs R] [--json] ...\n"
+     "      time load, vision, prefill, first token, decode, memory"},
+    {"quantize", qvl::cli::cmd_quantize,
+     "--model DIR --out DIR [--text-weights T] [--vision-weights T]\n"
+     "      write a model directory with converted weights (fast start)"},
+    {"make-test-model", qvl::cli::cmd_make_test_model,
+     "--preset tiny|2b --seed N --out DIR\n      write a model directory with generated weights"},
+    {"pull", qvl::cli::cmd_pull,
+     "MODEL [--revision R] [--source hf|modelscope] [--cache-dir DIR]\n      download from the hub"},
+};
+
+void print_usage(FILE* out) {
+  std::fputs("qvl — Qwen3-VL-2B-Instruct on CPUs\n\nusage: qvl <command> [options]   (qvl <command> --help: its "
+             "options)\n\ncommands:\n",
+             out);
+  for (const Command& c : kCommands) std::fprintf(out, "  %s %s\n", c.name, c.synopsis);
+  std::fputs("  help [COMMAND]\n      this text, or COMMAND's options\n", out);
+}
+
+const Command* find_command(const std::string& name) {
+  for (const Command& c : kCommands)
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+int unknown_command(const std::string& name) {
+  std::vector<std::string> names;
+  for (const Command& c : kCommands) names.push_back(c.name);
+  names.push_back("help");
+  const std::string near = qvl::cli::closest_match(name, names);
+  if (!near.empty())
+    std::fprintf(stderr, "qvl: unknown command '%s'; did you mean '%s'?\n", name.c_str(), near.c_str());
+  else
+    std::fprintf(stderr, "qvl: unknown command '%s' (try 'qvl help')\n", name.c_str());
+  return 2;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+  if (argc < 2) {
+    print_usage(stderr);
+    return 2;
   }
   const std::string command = argv[1];
-  qvl::cli::Args args(argv + 2, argv + argc);
-  if (command == "tokenize") return qvl::cli::cmd_tokenize(args);
-  if (command == "preprocess") return qvl::cli::cmd_preprocess(args);
-  if (command == "run") return qvl::cli::cmd_run(args);
-  if (command == "bench") return qvl::cli::cmd_bench(args);
-  if (command == "serve") return qvl::cli::cmd_serve(args);
-  if (command == "quantize") return qvl::cli::cmd_quantize(args);
-  if (command == "make-test-model") return qvl::cli::cmd_make_test_model(args);
-  std::fprintf(stderr, "qvl: unknown command '%s' (try 'qvl help')\n", command.c_str());
-  return 2;
+  if (command == "help" || command == "--help" || command == "-h") {
+    if (argc > 2) {  // qvl help run = qvl run --help
+      const Command* c = find_command(argv[2]);
+      return c ? c->run({"--help"}) : unknown_command(argv[2]);
+    }
+    print_usage(stdout);
+    return 0;
+  }
+  const Command* c = find_command(command);
+  if (!c) return unknown_command(command);
+  return c->run(qvl::cli::Args(argv + 2, argv + argc));
 }
