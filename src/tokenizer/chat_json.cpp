@@ -100,6 +100,10 @@ Result<ChatMessage> message_from_json(const json& j, const std::string& where) {
     m.content_string = content->get<std::string>();
   } else if (content->is_array()) {
     m.content_is_string = false;
+    if (content->size() > kMaxChatParts) {
+      return Status::Error(where + ".content: " + std::to_string(content->size()) + " parts, over the limit of " +
+                           std::to_string(kMaxChatParts) + " parts in one message");
+    }
     for (size_t i = 0; i < content->size(); ++i) {
       QVL_ASSIGN_OR_RETURN(ContentPart part,
                            part_from_json((*content)[i], where + ".content[" + std::to_string(i) + "]"));
@@ -111,6 +115,10 @@ Result<ChatMessage> message_from_json(const json& j, const std::string& where) {
 
   if (auto calls = j.find("tool_calls"); calls != j.end() && !calls->is_null()) {
     if (!calls->is_array()) return bad(where + ".tool_calls", "an array", *calls);
+    if (calls->size() > kMaxChatParts) {
+      return Status::Error(where + ".tool_calls: " + std::to_string(calls->size()) + " calls, over the limit of " +
+                           std::to_string(kMaxChatParts));
+    }
     for (size_t i = 0; i < calls->size(); ++i) {
       QVL_ASSIGN_OR_RETURN(ToolCall call,
                            tool_call_from_json((*calls)[i], where + ".tool_calls[" + std::to_string(i) + "]"));
@@ -124,6 +132,10 @@ Result<ChatMessage> message_from_json(const json& j, const std::string& where) {
 
 Result<std::vector<ChatMessage>> chat_messages_from_json(const nlohmann::ordered_json& messages) {
   if (!messages.is_array()) return bad("messages", "an array", messages);
+  if (messages.size() > kMaxChatMessages) {
+    return Status::Error("messages: " + std::to_string(messages.size()) + " messages, over the limit of " +
+                         std::to_string(kMaxChatMessages) + " in one conversation");
+  }
   std::vector<ChatMessage> out;
   out.reserve(messages.size());
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -139,6 +151,10 @@ Result<std::vector<nlohmann::ordered_json>> chat_tools_from_json(const nlohmann:
   if (!tools.is_array()) {
     return Status::Error("tools: expected an array of tool definitions, got " + type_name(tools) +
                          "; hint: {\"type\": \"function\", \"function\": {\"name\": ..., \"parameters\": ...}}");
+  }
+  if (tools.size() > kMaxChatParts) {
+    return Status::Error("tools: " + std::to_string(tools.size()) + " tools, over the limit of " +
+                         std::to_string(kMaxChatParts));
   }
   for (size_t i = 0; i < tools.size(); ++i) {
     if (!tools[i].is_object()) {

@@ -11,6 +11,10 @@
 
 namespace qvl {
 
+// Limits on what one request may hold, checked before anything is built from it.
+inline constexpr size_t kMaxChatMessages = 1024;  // messages in a conversation
+inline constexpr size_t kMaxChatParts = 1024;     // content parts of one message; tool calls; tools
+
 // A JSON array of messages: {"role": ..., "content": string | [parts] | null, "tool_calls": [...]}.
 // A part is an image when it has type "image" or a key "image" or "image_url", else a video when it has type
 // "video" or a key "video", else text (the template's own tests, in its order); its "text" is kept whatever
