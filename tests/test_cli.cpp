@@ -1,0 +1,240 @@
+// The qvl binary's command line (src/cli/options.cpp): --help on every command, defaults shown from the values
+// the code uses, unknown options and commands answered with the closest valid one, bad values named.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "model/convert.h"
+#include "tensor/quant.h"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Ran {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Runs `qvl args...` with stdout and stderr in files; returns its exit code and both outputs.
+Ran qvl(const std::vector<std::string>& args) {
+  static int counter = 0;
+  const fs::path dir = fs::temp_directory_path() / ("qvl-cli-test-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path out = dir / ("out" + std::to_string(counter)), err = dir / ("err" + std::to_string(counter));
+  ++counter;
+  std::vector<std::string> argv_s = {QVL_BINARY};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  Ran r;
+  if (posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) == 0) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// The line of `help` that describes `option`.
+std::string help_line(const std::string& help, const std::string& option) {
+  std::istringstream in(help);
+  for (std::string line; std::getline(in, line);)
+    if (contains(line, option + " ")) return line;
+  return "";
+}
+
+const std::vector<std::string> kConverted = {"tokenize", "preprocess", "run", "bench", "quantize", "make-test-model"};
+
+TEST(CliHelp, EveryConvertedCommandPrintsItsOptionsAndExitsZero) {
+  for (const std::string& cmd : kConverted) {
+    for (const char* flag : {"--help", "-h"}) {
+      SCOPED_TRACE(cmd + " " + flag);
+      Ran r = qvl({cmd, flag});
+      EXPECT_EQ(r.code, 0) << r.err;
+      EXPECT_TRUE(contains(r.out, "Usage: qvl " + cmd)) << r.out;
+      EXPECT_TRUE(contains(r.out, "--help")) << r.out;
+      EXPECT_EQ(r.err, "");
+    }
+  }
+  // `qvl help run` is `qvl run --help`.
+  Ran r = qvl({"help", "run"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_TRUE(contains(r.out, "Usage: qvl run"));
+}
+
+TEST(CliHelp, TopLevelHelpListsTheCommands) {
+  for (const char* flag : {"help", "--help", "-h"}) {
+    Ran r = qvl({flag});
+    EXPECT_EQ(r.code, 0);
+    for (const std::string& cmd : kConverted) EXPECT_TRUE(contains(r.out, "  " + cmd + " ")) << cmd;
+    EXPECT_TRUE(contains(r.out, "  serve ")) << r.out;
+  }
+  Ran none = qvl({});
+  EXPECT_EQ(none.code, 2);
+  EXPECT_TRUE(contains(none.err, "usage: qvl <command>"));
+}
+
+TEST(CliHelp, DefaultsComeFromTheCode) {
+  const qvl::WeightTypes defaults = qvl::default_weight_types();
+  ASSERT_TRUE(defaults.text && defaults.vision);
+  const Ran run = qvl({"run", "--help"});
+  ASSERT_EQ(run.code, 0);
+  // The issue: `qvl run --help` said "as stored"; the weights default to q8_0.
+  EXPECT_TRUE(contains(help_line(run.out, "--text-weights"), "(default: q8_0)")) << run.out;
+  EXPECT_TRUE(contains(help_line(run.out, "--text-weights"),
+                       std::string("(default: ") + qvl::weight_type_name(*defaults.text) + ")"));
+  EXPECT_TRUE(contains(help_line(run.out, "--vision-weights"),
+                       std::string("(default: ") + qvl::weight_type_name(*defaults.vision) + ")"));
+  EXPECT_FALSE(contains(run.out, "as stored"));
+  EXPECT_TRUE(contains(help_line(run.out, "--max-tokens"), "(default: 256)"));
+  EXPECT_TRUE(contains(help_line(run.out, "--ctx"), "(default: 4096)"));
+  EXPECT_TRUE(contains(help_line(run.out, "--kv-type"), "(default: f16)"));
+  // bench's own defaults.
+  const Ran bench = qvl({"bench", "--help"});
+  EXPECT_TRUE(contains(help_line(bench.out, "--max-tokens"), "(default: 64)")) << bench.out;
+  EXPECT_TRUE(contains(help_line(bench.out, "--runs"), "(default: 3)"));
+  EXPECT_TRUE(contains(help_line(bench.out, "--prompt"), "Describe this image."));
+}
+
+TEST(CliErrors, UnknownOptionSuggestsTheClosest) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {{"run", "-m", "DIR", "-p", "hi", "--tmep", "0.5"}, "qvl run: unknown option '--tmep'; did you mean '--temp'?\n"},
+      {{"run", "--modle", "DIR", "-p", "hi"}, "qvl run: unknown option '--modle'; did you mean '--model'?\n"},
+      {{"bench", "--modle=DIR"}, "qvl bench: unknown option '--modle'; did you mean '--model'?\n"},
+      {{"bench", "-m", "DIR", "--thread", "2"}, "qvl bench: unknown option '--thread'; did you mean '--threads'?\n"},
+      {{"quantize", "--vison-weights", "q4_0"},
+       "qvl quantize: unknown option '--vison-weights'; did you mean '--vision-weights'?\n"},
+      {{"make-test-model", "--preest", "tiny"},
+       "qvl make-test-model: unknown option '--preest'; did you mean '--preset'?\n"},
+      {{"preprocess", "--max-pixel", "5"}, "qvl preprocess: unknown option '--max-pixel'; did you mean '--max-pixels'?\n"},
+      {{"tokenize", "--jsn", "x"}, "qvl tokenize: unknown option '--jsn'; did you mean '--json'?\n"},
+  };
+  for (const Case& c : cases) {
+    Ran r = qvl(c.args);
+    EXPECT_EQ(r.code, 2) << c.expected;
+    EXPECT_EQ(r.err, c.expected);
+  }
+  // Nothing close: no guess, the help hint instead.
+  Ran r = qvl({"run", "--zzzzzzzz"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "unknown option '--zzzzzzzz'")) << r.err;
+  EXPECT_FALSE(contains(r.err, "did you mean"));
+  EXPECT_TRUE(contains(r.err, "qvl run --help"));
+}
+
+TEST(CliErrors, BadValueNamesTheOption) {
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> parts;
+  };
+  const Case cases[] = {
+      {{"run", "-m", "DIR", "-p", "hi", "--threads", "0"}, {"qvl run: ", "--threads", "[1, 1024]", "got 0"}},
+      {{"run", "-m", "DIR", "-p", "hi", "-t", "many"}, {"--threads", "expects an integer, got 'many'"}},
+      {{"run", "-m", "DIR", "-p", "hi", "--text-weights", "q3"}, {"--text-weights", "unknown type 'q3'", "q8_0"}},
+      {{"bench", "-m", "DIR", "--kv-type", "f8"}, {"--kv-type", "unknown type 'f8'"}},
+      {{"run", "-m", "DIR", "-p", "hi", "--temp", "-1"}, {"--temp", ">= 0"}},
+      {{"run", "-m", "DIR", "-p", "hi", "--top-p", "1.5"}, {"--top-p", "(0, 1]"}},
+      {{"run", "-m", "DIR", "-p", "hi", "--ctx", "8"}, {"--ctx", "[16, 1048576]"}},
+      {{"bench", "-m", "DIR", "-n", "0"}, {"--max-tokens", "[1, 1048576]"}},
+      {{"quantize", "-m", "DIR", "--out", "OUT", "--threads", "2000"}, {"--threads", "[1, 1024]"}},
+      {{"make-test-model", "--out", "OUT", "--preset", "7b"}, {"--preset", "tiny or 2b"}},
+      {{"preprocess", "-m", "DIR", "-i", "F", "--min-pixels", "0"}, {"--min-pixels"}},
+      {{"run", "-p", "hi"}, {"--model is required", "qvl run --help"}},
+      {{"run", "-m", "DIR"}, {"--prompt is required"}},
+      {{"quantize", "-m", "DIR"}, {"--out is required"}},
+      {{"tokenize", "-m", "DIR"}, {"TEXT is required"}},
+      {{"tokenize", "-m", "DIR", "a", "b"}, {"unexpected argument 'b'"}},
+  };
+  for (const Case& c : cases) {
+    Ran r = qvl(c.args);
+    EXPECT_EQ(r.code, 2) << c.parts[0] << ": " << r.err;
+    for (const std::string& part : c.parts) EXPECT_TRUE(contains(r.err, part)) << part << " in: " << r.err;
+  }
+}
+
+TEST(CliErrors, UnknownCommandSuggestsTheClosest) {
+  Ran r = qvl({"rnu", "--help"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "qvl: unknown command 'rnu'; did you mean 'run'?\n");
+  EXPECT_EQ(qvl({"quantise"}).err, "qvl: unknown command 'quantise'; did you mean 'quantize'?\n");
+  EXPECT_EQ(qvl({"make-testmodel"}).err, "qvl: unknown command 'make-testmodel'; did you mean 'make-test-model'?\n");
+  Ran far = qvl({"xyzzy"});
+  EXPECT_EQ(far.code, 2);
+  EXPECT_FALSE(contains(far.err, "did you mean"));
+  EXPECT_TRUE(contains(far.err, "qvl help"));
+}
+
+// The parsed values reach the commands: a tiny model is written, tokenized, preprocessed, run and benched.
+TEST(CliParse, OptionsReachTheCommands) {
+  const fs::path dir = fs::temp_directory_path() / ("qvl-cli-model-" + std::to_string(getpid()));
+  Ran made = qvl({"make-test-model", "--preset", "tiny", "--seed", "1", "--out", dir.string(), "--model-files",
+                  QVL_MODEL_FILES_DIR, "--threads", "1"});
+  ASSERT_EQ(made.code, 0) << made.err;
+
+  Ran tok = qvl({"tokenize", "--model=" + dir.string(), "--json", "Hello world"});
+  EXPECT_EQ(tok.code, 0) << tok.err;
+  EXPECT_TRUE(contains(tok.out, "\"count\":2")) << tok.out;
+  Ran dashed = qvl({"tokenize", "-m", dir.string(), "--", "-x"});  // text starting with '-' after "--"
+  EXPECT_EQ(dashed.code, 0) << dashed.err;
+
+  const std::string image = std::string(QVL_TEST_DATA_DIR) + "/images/png_rgb8_448x448.png";
+  Ran pre = qvl({"preprocess", "-m", dir.string(), "--image", image, "--min-pixels", "3136", "--max-pixels", "50176"});
+  EXPECT_EQ(pre.code, 0) << pre.err;
+  EXPECT_TRUE(contains(pre.out, "resized     224x224")) << pre.out;
+
+  // --image twice: two images, in order (twice the image tokens of one); the last -n wins.
+  Ran one = qvl({"run", "-m", dir.string(), "-i", image, "-p", "hi", "-n", "2", "--temp", "0", "-t", "1",
+                 "--min-pixels", "3136", "--max-pixels", "50176"});
+  Ran two = qvl({"run", "-m", dir.string(), "-i", image, "--image", image, "-p", "hi", "-n", "9", "-n", "2",
+                 "--temp", "0", "-t", "1", "--min-pixels", "3136", "--max-pixels", "50176", "--kv-type", "f32", "--text-weights", "f32"});
+  EXPECT_EQ(one.code, 0) << one.err;
+  EXPECT_EQ(two.code, 0) << two.err;
+  EXPECT_TRUE(contains(one.err, "(49 image tokens)")) << one.err;
+  EXPECT_TRUE(contains(two.err, "(98 image tokens)")) << two.err;
+  EXPECT_TRUE(contains(two.err, "decode 2 tokens")) << two.err;
+  EXPECT_TRUE(contains(two.err, "text f32, vision q8_0")) << two.err;
+
+  Ran bench = qvl({"bench", "-m", dir.string(), "-p", "Hi", "-n", "2", "--runs", "1", "--json", "--threads", "1"});
+  EXPECT_EQ(bench.code, 0) << bench.err;
+  EXPECT_TRUE(contains(bench.out, "\"runs\":1")) << bench.out;
+  EXPECT_TRUE(contains(bench.out, "\"generated_tokens\":2")) << bench.out;
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+}  // namespace
