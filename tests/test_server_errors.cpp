@@ -146,7 +146,9 @@ TEST_F(ServerErrors, ApiKeys) {
 
 TEST_F(ServerErrors, CorsOnlyWhenConfigured) {
   start();
+  // Without --cors a foreign origin is refused outright (a cross-origin page must not drive the model).
   Reply plain = get("/v1/models", {{"Origin", "http://example.com"}});
+  EXPECT_EQ(plain.status, 403);
   EXPECT_EQ(plain.headers.count("Access-Control-Allow-Origin"), 0u);
   server_.reset();
 
@@ -158,6 +160,7 @@ TEST_F(ServerErrors, CorsOnlyWhenConfigured) {
   ASSERT_EQ(ok.status, 200);
   EXPECT_EQ(ok.headers.find("Access-Control-Allow-Origin")->second, "http://example.com");
   Reply other = get("/v1/models", {{"Origin", "http://evil.test"}, {"Authorization", "Bearer k"}});
+  EXPECT_EQ(other.status, 403);
   EXPECT_EQ(other.headers.count("Access-Control-Allow-Origin"), 0u);
   auto pre = client()->Options("/v1/chat/completions",
                                {{"Origin", "http://example.com"}, {"Access-Control-Request-Method", "POST"}});

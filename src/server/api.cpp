@@ -40,7 +40,7 @@ ApiFamily family_of(std::string_view path) {
 
 std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-void send_json(httplib::Response& res, int status, const json& body) {
+void send_json(http::Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(dump_json(body), "application/json");
 }
@@ -54,14 +54,14 @@ json openai_error_body(const ApiError& e) {
   return json{{"error", err}};
 }
 
-void send_error(httplib::Response& res, ApiFamily family, const ApiError& e) {
+void send_error(http::Response& res, ApiFamily family, const ApiError& e) {
   if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
   if (e.status == 401) res.set_header("WWW-Authenticate", "Bearer");
   if (family == ApiFamily::kOpenAI) return send_json(res, e.status, openai_error_body(e));
   send_json(res, e.status, json{{"error", e.message}});
 }
 
-Result<json> parse_json_body(const httplib::Request& req) {
+Result<json> parse_json_body(const http::Request& req) {
   if (req.body.empty()) return Status::Error("the request body is empty; expected a JSON object");
   try {
     json j = json::parse(req.body);
@@ -206,7 +206,7 @@ std::optional<ApiError> make_inference_request(const ApiContext& ctx,
   return std::nullopt;
 }
 
-Admitted submit_and_wait_start(ApiContext& ctx, InferenceRequest request, const ConnectionWatch& watch) {
+Admitted submit_and_wait_start(ApiContext& ctx, InferenceRequest request, const http::PeerWatch& watch) {
   Admitted a;
   Scheduler::Submitted s = ctx.scheduler.submit(std::move(request));
   if (s.error != SubmitError::kNone) {
@@ -233,7 +233,7 @@ Admitted submit_and_wait_start(ApiContext& ctx, InferenceRequest request, const 
   }
 }
 
-JobUpdate wait_for_end(Admitted& admitted, const ConnectionWatch& watch, bool& client_gone) {
+JobUpdate wait_for_end(Admitted& admitted, const http::PeerWatch& watch, bool& client_gone) {
   client_gone = false;
   JobUpdate u = std::move(admitted.first);
   while (!u.finished) {
@@ -248,64 +248,52 @@ JobUpdate wait_for_end(Admitted& admitted, const ConnectionWatch& watch, bool& c
 }
 
 namespace {
+// What a stream holds; a stream that never ran to its end (its header could not be sent, the server
+// stopped) cancels its job when it is let go.
 struct StreamState {
   std::shared_ptr<Job> job;
-  ConnectionWatch watch;
+  http::PeerWatch watch;
   StreamFormat format;
   JobUpdate first;
-  bool first_sent = false;
   bool ended = false;
+  ~StreamState() {
+    if (!ended && job) job->cancel();
+  }
 };
 }  // namespace
 
-void stream_job(httplib::Response& res, const char* content_type, Admitted admitted, ConnectionWatch watch,
+void stream_job(http::Response& res, const char* content_type, Admitted admitted, http::PeerWatch watch,
                 StreamFormat format) {
   auto st = std::make_shared<StreamState>();
   st->job = admitted.job;
-  st->watch = watch;
+  st->watch = std::move(watch);
   st->format = std::move(format);
   st->first = std::move(admitted.first);
   res.status = 200;
+  res.content_type = content_type;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");  // proxies: do not hold the stream back
-  res.set_chunked_content_provider(
-      content_type,
-      [st](size_t, httplib::DataSink& sink) {
-        auto write = [&](const std::string& bytes) { return bytes.empty() || sink.write(bytes.data(), bytes.size()); };
-        JobUpdate u;
-        if (!st->first_sent) {
-          st->first_sent = true;
-          u = std::move(st->first);
-          if (!write(st->format.start)) {
-            st->job->cancel();
-            return false;
-          }
-        } else {
-          u = st->job->wait(std::chrono::milliseconds(100));
+  // On a worker: each write waits until the client has taken the bytes, so a client that does not read
+  // holds the stream (and, for the write timeout, the job) back instead of growing a buffer.
+  res.stream = [st](http::ChunkSink& sink) {
+    auto write = [&](const std::string& bytes) { return bytes.empty() || sink.write(bytes); };
+    JobUpdate u = std::move(st->first);
+    if (!write(st->format.start)) return;  // ~StreamState cancels
+    for (;;) {
+      if (!u.text.empty() && !write(st->format.text(u.text))) return;
+      if (u.finished) {
+        st->ended = true;
+        if (u.error == JobError::kNone) {
+          write(st->format.done(u));
+        } else if (u.error != JobError::kCancelled) {
+          write(st->format.error(job_error(u)));
         }
-        if (!u.text.empty() && !write(st->format.text(u.text))) {
-          st->job->cancel();
-          return false;
-        }
-        if (u.finished) {
-          st->ended = true;
-          if (u.error == JobError::kNone) {
-            write(st->format.done(u));
-          } else if (u.error != JobError::kCancelled) {
-            write(st->format.error(job_error(u)));
-          }
-          sink.done();
-          return true;
-        }
-        if (!st->watch.alive()) {
-          st->job->cancel();
-          return false;
-        }
-        return true;
-      },
-      [st](bool) {
-        if (!st->ended) st->job->cancel();  // the connection ended first
-      });
+        return;
+      }
+      if (!st->watch.alive()) return;
+      u = st->job->wait(std::chrono::milliseconds(100));
+    }
+  };
 }
 
 }  // namespace qvl::server

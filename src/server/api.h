@@ -9,10 +9,10 @@
 #include <string>
 #include <string_view>
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "server/connection.h"
+#include "server/http/request.h"
+#include "server/http/router.h"
 #include "server/image_input.h"
 #include "server/metrics.h"
 #include "server/options.h"
@@ -51,15 +51,15 @@ ApiFamily family_of(std::string_view path);
 
 // The error body each family's clients parse: OpenAI {"error": {"message", "type", "param", "code"}}, the
 // others {"error": "message"}.
-void send_error(httplib::Response& res, ApiFamily family, const ApiError& error);
+void send_error(http::Response& res, ApiFamily family, const ApiError& error);
 json openai_error_body(const ApiError& error);
 
 // JSON text, with invalid UTF-8 (which a client may send and we may echo) replaced rather than thrown on.
 std::string dump_json(const json& j);
-void send_json(httplib::Response& res, int status, const json& body);
+void send_json(http::Response& res, int status, const json& body);
 
 // The request body as JSON; the error says where the JSON breaks.
-Result<json> parse_json_body(const httplib::Request& req);
+Result<json> parse_json_body(const http::Request& req);
 
 // Typed optional fields of a JSON object: absent or null leaves `out` as it is; a value of the wrong type
 // is an error naming `where`.`key`. Numbers given as integers are accepted for floats.
@@ -100,10 +100,10 @@ std::optional<ApiError> make_inference_request(const ApiContext& ctx,
 
 // Submits the request and waits, checking the client every 100 ms, until the model has read the prompt.
 // So a request the engine refuses (a prompt over the context) gets a 4xx even when it asked to stream.
-Admitted submit_and_wait_start(ApiContext& ctx, InferenceRequest request, const ConnectionWatch& watch);
+Admitted submit_and_wait_start(ApiContext& ctx, InferenceRequest request, const http::PeerWatch& watch);
 
 // Waits for the end of an admitted job; a client that goes away cancels it (client_gone is then set).
-JobUpdate wait_for_end(Admitted& admitted, const ConnectionWatch& watch, bool& client_gone);
+JobUpdate wait_for_end(Admitted& admitted, const http::PeerWatch& watch, bool& client_gone);
 
 // How a family writes a stream: bytes to send first, for each text piece, at the end, and for an error
 // that ends the stream (a timeout while streaming).
@@ -115,13 +115,13 @@ struct StreamFormat {
 };
 
 // Answers with a chunked response that streams the admitted job. A client that goes away (failed write,
-// closed socket) cancels the job at once.
-void stream_job(httplib::Response& res, const char* content_type, Admitted admitted, ConnectionWatch watch,
+// closed socket) or stops reading for the write timeout cancels the job at once.
+void stream_job(http::Response& res, const char* content_type, Admitted admitted, http::PeerWatch watch,
                 StreamFormat format);
 
 // Route tables, one per API family.
-void add_openai_routes(httplib::Server& http, ApiContext& ctx);
-void add_ollama_routes(httplib::Server& http, ApiContext& ctx);
-void add_legacy_routes(httplib::Server& http, ApiContext& ctx);
+void add_openai_routes(http::Router& routes, ApiContext& ctx);
+void add_ollama_routes(http::Router& routes, ApiContext& ctx);
+void add_legacy_routes(http::Router& routes, ApiContext& ctx);
 
 }  // namespace qvl::server

@@ -2,6 +2,7 @@
 // POST /v1/vision/completion (multipart image + prompt -> {"result"}) and POST /chat (JSON image + question ->
 // an SSE stream of {"delta"} events ending with [DONE]).
 #include "server/api.h"
+#include "server/http/multipart.h"
 
 namespace qvl::server {
 
@@ -30,29 +31,33 @@ Status parse_form_max_tokens(const std::string& text, int& out) {
 }
 
 // POST /v1/vision/completion: multipart/form-data with an "image" file and an optional "prompt".
-void vision_completion(ApiContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void vision_completion(ApiContext& ctx, const http::Request& req, http::Response& res) {
   auto fail = [&](const ApiError& e) { send_error(res, ApiFamily::kLegacy, e); };
   if (auto e = check_ready(ctx)) return fail(*e);
-  if (!req.is_multipart_form_data()) {
+  if (!http::is_multipart_form(req.header("Content-Type"))) {
     return fail({400, "expected multipart/form-data with an 'image' file field and an optional 'prompt' field, e.g. "
                       "curl -F image=@photo.jpg -F prompt=..."});
   }
-  if (!req.has_file("image")) return fail({400, "the form has no 'image' field; attach the picture as image=@FILE"});
-  const std::string& bytes = req.get_file_value("image").content;
+  auto form = http::parse_multipart_form(req.header("Content-Type"), req.body);
+  if (!form.ok()) return fail({400, form.status().message()});
+  const http::FormField* image = http::find_field(*form, "image");
+  if (!image) return fail({400, "the form has no 'image' field; attach the picture as image=@FILE"});
+  const std::string& bytes = image->content;
   if (bytes.empty()) return fail({400, "the 'image' field is empty"});
-  std::string prompt = req.has_file("prompt") ? req.get_file_value("prompt").content : "";
+  const http::FormField* prompt_field = http::find_field(*form, "prompt");
+  std::string prompt = prompt_field ? prompt_field->content : "";
   if (prompt.empty()) prompt = kDefaultPrompt;
   auto img = decode_request_image(bytes, ctx.images, "image");
   if (!img.ok()) return fail({400, img.status().message()});
   std::vector<ImageRGB> images;
   images.push_back(std::move(img).value());
   InferenceRequest ir = one_turn(ctx, std::move(prompt), std::move(images));
-  if (req.has_file("max_tokens")) {
-    if (Status s = parse_form_max_tokens(req.get_file_value("max_tokens").content, ir.options.max_tokens); !s.ok()) {
+  if (const http::FormField* max_tokens = http::find_field(*form, "max_tokens")) {
+    if (Status s = parse_form_max_tokens(max_tokens->content, ir.options.max_tokens); !s.ok()) {
       return fail({400, s.message()});
     }
   }
-  ConnectionWatch watch(req.remote_addr, req.remote_port, req.local_port);
+  const http::PeerWatch& watch = req.peer;
   Admitted a = submit_and_wait_start(ctx, std::move(ir), watch);
   if (a.error) return fail(*a.error);
   bool gone = false;
@@ -63,7 +68,7 @@ void vision_completion(ApiContext& ctx, const httplib::Request& req, httplib::Re
 }
 
 // POST /chat: {"image": base64 or data URI (optional), "question": "..."}, answered as text/event-stream.
-void chat(ApiContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void chat(ApiContext& ctx, const http::Request& req, http::Response& res) {
   auto fail = [&](const ApiError& e) { send_error(res, ApiFamily::kLegacy, e); };
   if (auto e = check_ready(ctx)) return fail(*e);
   auto body = parse_json_body(req);
@@ -80,22 +85,22 @@ void chat(ApiContext& ctx, const httplib::Request& req, httplib::Response& res) 
   }
   InferenceRequest ir = one_turn(ctx, std::move(question), std::move(images));
   if (Status s = read_max_tokens(*body, "max_tokens", ir.options.max_tokens); !s.ok()) return fail({400, s.message()});
-  ConnectionWatch watch(req.remote_addr, req.remote_port, req.local_port);
+  const http::PeerWatch& watch = req.peer;
   Admitted a = submit_and_wait_start(ctx, std::move(ir), watch);
   if (a.error) return fail(*a.error);
   StreamFormat f;
   f.text = [](std::string_view text) { return "data: " + dump_json(json{{"delta", std::string(text)}}) + "\n\n"; };
   f.done = [](const JobUpdate&) { return std::string("data: [DONE]\n\n"); };
   f.error = [](const ApiError& e) { return "data: " + dump_json(json{{"error", e.message}}) + "\n\ndata: [DONE]\n\n"; };
-  stream_job(res, "text/event-stream", std::move(a), watch, std::move(f));
+  stream_job(res, "text/event-stream; charset=utf-8", std::move(a), watch, std::move(f));
 }
 
 }  // namespace
 
-void add_legacy_routes(httplib::Server& http, ApiContext& ctx) {
-  http.Post("/v1/vision/completion",
-            [&ctx](const httplib::Request& req, httplib::Response& res) { vision_completion(ctx, req, res); });
-  http.Post("/chat", [&ctx](const httplib::Request& req, httplib::Response& res) { chat(ctx, req, res); });
+void add_legacy_routes(http::Router& routes, ApiContext& ctx) {
+  routes.post("/v1/vision/completion",
+            [&ctx](const http::Request& req, http::Response& res) { vision_completion(ctx, req, res); });
+  routes.post("/chat", [&ctx](const http::Request& req, http::Response& res) { chat(ctx, req, res); });
 }
 
 }  // namespace qvl::server

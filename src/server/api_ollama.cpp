@@ -218,7 +218,7 @@ void add_stats(json& j, const JobUpdate& end) {
 }
 
 // /api/chat (chat = true: "message" objects) and /api/generate ("response" strings).
-void generate(ApiContext& ctx, const httplib::Request& req, httplib::Response& res, bool chat) {
+void generate(ApiContext& ctx, const http::Request& req, http::Response& res, bool chat) {
   auto fail = [&](const ApiError& e) { send_error(res, ApiFamily::kOllama, e); };
   if (auto e = check_ready(ctx)) return fail(*e);
   auto body = parse_json_body(req);
@@ -247,7 +247,7 @@ void generate(ApiContext& ctx, const httplib::Request& req, httplib::Response& r
 
   InferenceRequest ir;  // Ollama's error shape has no code or param: only the message shows
   if (auto e = make_inference_request(ctx, r.images, std::move(r.messages), std::move(r.options), ir)) return fail(*e);
-  ConnectionWatch watch(req.remote_addr, req.remote_port, req.local_port);
+  const http::PeerWatch& watch = req.peer;
   Admitted a = submit_and_wait_start(ctx, std::move(ir), watch);
   if (a.error) return fail(*a.error);
 
@@ -324,14 +324,14 @@ json model_entry(const ApiContext& ctx) {
 
 }  // namespace
 
-void add_ollama_routes(httplib::Server& http, ApiContext& ctx) {
-  http.Post("/api/chat", [&ctx](const httplib::Request& req, httplib::Response& res) { generate(ctx, req, res, true); });
-  http.Post("/api/generate",
-            [&ctx](const httplib::Request& req, httplib::Response& res) { generate(ctx, req, res, false); });
-  http.Get("/api/tags", [&ctx](const httplib::Request&, httplib::Response& res) {
+void add_ollama_routes(http::Router& routes, ApiContext& ctx) {
+  routes.post("/api/chat", [&ctx](const http::Request& req, http::Response& res) { generate(ctx, req, res, true); });
+  routes.post("/api/generate",
+            [&ctx](const http::Request& req, http::Response& res) { generate(ctx, req, res, false); });
+  routes.get("/api/tags", [&ctx](const http::Request&, http::Response& res) {
     send_json(res, 200, json{{"models", json::array({model_entry(ctx)})}});
   });
-  http.Get("/api/ps", [&ctx](const httplib::Request&, httplib::Response& res) {
+  routes.get("/api/ps", [&ctx](const http::Request&, http::Response& res) {
     json models = json::array();
     if (ctx.scheduler.model()) {
       json m = model_entry(ctx);
@@ -342,10 +342,10 @@ void add_ollama_routes(httplib::Server& http, ApiContext& ctx) {
     }
     send_json(res, 200, json{{"models", models}});
   });
-  http.Get("/api/version", [](const httplib::Request&, httplib::Response& res) {
+  routes.get("/api/version", [](const http::Request&, http::Response& res) {
     send_json(res, 200, json{{"version", "0.1.0"}});
   });
-  http.Post("/api/show", [&ctx](const httplib::Request&, httplib::Response& res) {
+  routes.post("/api/show", [&ctx](const http::Request&, http::Response& res) {
     char params[160] = "";
     if (ctx.scheduler.model()) {  // the defaults are read with the model
       const SamplingParams& sp = ctx.defaults.sampling;

@@ -176,7 +176,7 @@ json chunk(const std::string& id, int64_t created, const std::string& model, jso
 
 std::string sse(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
 
-void chat_completions(ApiContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void chat_completions(ApiContext& ctx, const http::Request& req, http::Response& res) {
   auto fail = [&](const ApiError& e) { send_error(res, ApiFamily::kOpenAI, e); };
   if (auto e = check_ready(ctx)) return fail(*e);
   auto body = parse_json_body(req);
@@ -191,7 +191,7 @@ void chat_completions(ApiContext& ctx, const httplib::Request& req, httplib::Res
   const std::string model = r.model.empty() ? ctx.options.model_id : r.model;
   const std::string id = random_id("chatcmpl-");
   const int64_t created = unix_now();
-  ConnectionWatch watch(req.remote_addr, req.remote_port, req.local_port);
+  const http::PeerWatch& watch = req.peer;
   Admitted a = submit_and_wait_start(ctx, std::move(ir), watch);
   if (a.error) return fail(*a.error);
 
@@ -242,16 +242,16 @@ json model_object(const ApiContext& ctx) {
 
 }  // namespace
 
-void add_openai_routes(httplib::Server& http, ApiContext& ctx) {
-  http.Post("/v1/chat/completions",
-            [&ctx](const httplib::Request& req, httplib::Response& res) { chat_completions(ctx, req, res); });
-  http.Get("/v1/models", [&ctx](const httplib::Request&, httplib::Response& res) {
+void add_openai_routes(http::Router& routes, ApiContext& ctx) {
+  routes.post("/v1/chat/completions",
+            [&ctx](const http::Request& req, http::Response& res) { chat_completions(ctx, req, res); });
+  routes.get("/v1/models", [&ctx](const http::Request&, http::Response& res) {
     send_json(res, 200, json{{"object", "list"}, {"data", json::array({model_object(ctx)})}});
   });
-  http.Get(R"(/v1/models/(.+))", [&ctx](const httplib::Request& req, httplib::Response& res) {
-    if (req.matches[1] != ctx.options.model_id) {
+  routes.get_prefix("/v1/models/", [&ctx](const http::Request& req, http::Response& res) {
+    if (req.path_param != ctx.options.model_id) {
       return send_error(res, ApiFamily::kOpenAI,
-                        {404, "the model '" + std::string(req.matches[1]) + "' does not exist; this server serves '" +
+                        {404, "the model '" + req.path_param + "' does not exist; this server serves '" +
                                   ctx.options.model_id + "'",
                          "model_not_found", "model"});
     }

@@ -28,9 +28,16 @@ struct ServerOptions {
   int queue = 16;                    // requests waiting for a slot; one more is refused with 503
   std::vector<std::string> api_keys; // when any: `Authorization: Bearer K` on every API endpoint
   std::vector<std::string> cors_origins;  // allowed browser origins ("*": any); none: no CORS headers
+  // Host header names accepted besides IP addresses, "localhost" and `host` ("*": any), so that a DNS name
+  // an attacker controls cannot be rebound to this server (DNS rebinding).
+  std::vector<std::string> allowed_hosts;
   std::string image_dir;             // local image paths may be read only from inside it; empty: refused
   size_t max_body = 20u << 20;       // request bodies over this are refused with 413
-  int http_threads = 0;              // connections served at once; 0: parallel + queue + 8 (at least 16)
+  int http_threads = 0;              // workers running API requests; 0: parallel + queue + 8 (at least 16)
+  int max_connections = 256;         // connections open at once; more are answered 503 and closed
+  double header_timeout_s = 10;      // a request's header must arrive within this, however slowly it is sent
+  double body_timeout_s = 60;        // and its body within this after the header
+  double keep_alive_s = 5;           // an idle connection is closed after this
   bool access_log = false;           // one line per API request on stderr
 };
 

@@ -1,6 +1,8 @@
-// The HTTP server of `qvl serve`: the API routes, access control (API keys, CORS, body limit), /health,
+// The HTTP server of `qvl serve`: the API routes, access control (Host, Origin, API keys, CORS), /health,
 // /metrics and the page, in front of one Scheduler that loads and owns the model.
 #include "server/server.h"
+
+#include <arpa/inet.h>
 
 #include <csignal>
 #include <cstdio>
@@ -9,18 +11,19 @@
 
 #include "server/api.h"
 #include "server/assets.h"
+#include "server/http/http_server.h"
 
 namespace qvl::server {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using HandlerResponse = httplib::Server::HandlerResponse;
 
-// Per HTTP thread: when the current request arrived and whether it is counted in flight. One thread
-// carries a request from pre-routing to the logger.
-thread_local Clock::time_point t_request_start;
-thread_local bool t_counted = false;
+// The page's policy: everything from this server, images also from data: and blob: URLs (attached pictures),
+// no inline script or style, never inside a frame. src/server/ui/index.html carries the same as a <meta>.
+constexpr const char* kPageCsp =
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 // Constant-time comparison, so that response timing does not reveal how much of a key matched.
 bool same_key(const std::string& given, const std::string& key) {
@@ -46,6 +49,29 @@ std::string endpoint_label(const std::string& path) {
 bool is_post_route(const std::string& path) {
   return path == "/v1/chat/completions" || path == "/api/chat" || path == "/api/generate" || path == "/api/show" ||
          path == "/v1/vision/completion" || path == "/chat";
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  return s;
+}
+
+// The host of a Host header value ("name", "name:port", "[v6]" or "[v6]:port"), lowercased.
+std::string host_name(const std::string& authority) {
+  if (!authority.empty() && authority[0] == '[') {
+    const size_t close = authority.find(']');
+    return close == std::string::npos ? authority : lower(authority.substr(0, close + 1));
+  }
+  return lower(authority.substr(0, authority.find(':')));
+}
+
+// An IPv4 address or a bracketed IPv6 address: never a name that DNS rebinding could point here.
+bool is_ip_literal(const std::string& host) {
+  unsigned char buf[sizeof(in6_addr)];
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    return inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), buf) == 1;
+  }
+  return inet_pton(AF_INET, host.c_str(), buf) == 1;
 }
 
 }  // namespace
@@ -89,9 +115,9 @@ struct Server::Impl {
     return s;
   }
 
-  bool authorized(const httplib::Request& req) const {
+  bool authorized(const http::Request& req) const {
     if (options.api_keys.empty()) return true;
-    const std::string auth = req.get_header_value("Authorization");
+    const std::string auth = req.header("Authorization");
     const std::string prefix = "Bearer ";
     if (auth.size() <= prefix.size() || auth.compare(0, prefix.size(), prefix) != 0) return false;
     const std::string key = auth.substr(prefix.size());
@@ -100,7 +126,8 @@ struct Server::Impl {
     return ok;
   }
 
-  bool origin_allowed(const std::string& origin) const {
+  // An origin --cors allows.
+  bool cors_allowed(const std::string& origin) const {
     if (origin.empty()) return false;
     for (const std::string& o : options.cors_origins) {
       if (o == "*" || o == origin) return true;
@@ -108,23 +135,36 @@ struct Server::Impl {
     return false;
   }
 
+  // A Host this server answers to: an IP address, localhost, the --host it listens on, or an --allowed-host.
+  bool host_allowed(const std::string& host) const {
+    if (is_ip_literal(host) || host == "localhost" || host == lower(options.host)) return true;
+    for (const std::string& h : options.allowed_hosts) {
+      if (h == "*" || lower(h) == host) return true;
+    }
+    return false;
+  }
+
+  bool on_header(const http::Request& req, http::Response& res);
+  bool is_inline(const http::Request& req) const;
+  void handle(http::Request& req, http::Response& res);
+  void log(const http::Request& req, const http::Response& res);
+  void health(http::Response& res);
+  void metrics_page(http::Response& res);
   void add_routes();
-  void health(httplib::Response& res);
 
   ServerOptions options;
   ModelLoader load;
   Metrics metrics;
   Scheduler scheduler;
   ApiContext ctx;
-  httplib::Server http;
-  std::thread listener;
+  http::Router router;
+  std::unique_ptr<http::HttpServer> http;
   int port = -1;
   std::atomic<bool> draining{false};
-  std::atomic<int> in_flight{0};
   bool started = false, stopped = false;
 };
 
-void Server::Impl::health(httplib::Response& res) {
+void Server::Impl::health(http::Response& res) {
   json j{{"status", "ok"}, {"mode", options.mode}, {"model", options.model_id}};
   if (draining.load()) {
     j["status"] = "shutting_down";
@@ -146,102 +186,112 @@ void Server::Impl::health(httplib::Response& res) {
   send_json(res, 200, j);
 }
 
-void Server::Impl::add_routes() {
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    t_request_start = Clock::now();
-    t_counted = true;
-    in_flight.fetch_add(1);
-    const std::string origin = req.get_header_value("Origin");
-    const bool cors = origin_allowed(origin);
+void Server::Impl::metrics_page(http::Response& res) {
+  Gauges g;
+  g.queue_depth = scheduler.queue_depth();
+  g.busy_slots = scheduler.busy_slots();
+  g.slots = scheduler.slots();
+  g.loaded = scheduler.state() == LoadState::kReady;
+  res.set_content(metrics.render(g), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+// Access control, from the header alone (so a refused request's body is never read): the Host must name this
+// server (DNS rebinding), a browser's Origin must be this server's own or one --cors allows, then the API key.
+bool Server::Impl::on_header(const http::Request& req, http::Response& res) {
+  const ApiFamily family = family_of(req.path);
+  const std::string host = req.header("Host");
+  if (!host.empty() && !host_allowed(host_name(host))) {
+    send_error(res, family,
+               {403, "the Host header '" + host.substr(0, 100) +
+                         "' does not name this server; use its address (e.g. 127.0.0.1:" + std::to_string(port) +
+                         ") or start it with --allowed-host " + host_name(host).substr(0, 100),
+                "host_not_allowed"});
+    return true;
+  }
+  const std::string origin = req.header("Origin");
+  const bool cors = cors_allowed(origin);
+  if (req.has_header("Origin") && !cors) {
+    // Same origin: the page this server served, whose requests carry its own host:port as Host.
+    const bool same = !host.empty() && (lower(origin) == "http://" + lower(host) || lower(origin) == "https://" + lower(host));
+    if (!same) {
+      send_error(res, family,
+                 {403, "requests from the web origin '" + origin.substr(0, 100) +
+                           "' are not allowed; start the server with --cors " + origin.substr(0, 100) +
+                           " to allow that site's pages to call it",
+                  "origin_not_allowed"});
+      return true;
+    }
+  }
+  if (cors) {
+    res.set_header("Access-Control-Allow-Origin", origin);
+    res.set_header("Vary", "Origin");
+  }
+  if (req.method == "OPTIONS") {  // a browser's preflight: no credentials on it, so no key check
     if (cors) {
-      res.set_header("Access-Control-Allow-Origin", origin);
-      res.set_header("Vary", "Origin");
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.set_header("Access-Control-Max-Age", "600");
     }
-    if (req.method == "OPTIONS") {  // a browser's preflight: no credentials on it, so no key check
-      if (cors) {
-        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-        res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
-        res.set_header("Access-Control-Max-Age", "600");
-      }
-      res.set_header("Allow", "GET, POST, OPTIONS");
-      res.status = 204;
-      return HandlerResponse::Handled;
-    }
-    const bool is_public = req.path == "/health" || (req.method == "GET" && find_asset(req.path));
-    if (!is_public && !authorized(req)) {
-      send_error(res, family_of(req.path),
-                 {401, "missing or wrong API key; send the header 'Authorization: Bearer <key>' with a key given to "
-                       "--api-key", "invalid_api_key"});
-      return HandlerResponse::Handled;
-    }
-    return HandlerResponse::Unhandled;
-  });
+    res.set_header("Allow", "GET, POST, OPTIONS");
+    res.status = 204;
+    return true;
+  }
+  const bool is_public = req.path == "/health" || ((req.method == "GET" || req.method == "HEAD") && find_asset(req.path));
+  if (!is_public && !authorized(req)) {
+    send_error(res, family,
+               {401, "missing or wrong API key; send the header 'Authorization: Bearer <key>' with a key given to "
+                     "--api-key", "invalid_api_key"});
+    return true;
+  }
+  return false;
+}
 
-  // Errors that cpp-httplib answers itself (no route, body over the limit, malformed request) get the
-  // error shape of the API the path belongs to.
-  http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return HandlerResponse::Unhandled;
-    std::string message;
-    switch (res.status) {
-      case 404:
-        message = "no endpoint " + req.method + " " + req.path + "; see docs/API.md for the endpoints";
-        break;
-      case 413:
-        message = "the request body is over the server's limit of " + std::to_string(options.max_body) +
-                  " bytes (--max-body); send smaller images";
-        break;
-      case 400: message = "malformed HTTP request"; break;
-      default: message = "HTTP error " + std::to_string(res.status); break;
-    }
-    send_error(res, family_of(req.path), {res.status, message});
-    return HandlerResponse::Handled;
-  }));
-  http.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    send_error(res, family_of(req.path), {500, "internal error: " + what, "internal_error"});
-  });
-  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    metrics.count_request(endpoint_label(req.path), res.status);
-    if (t_counted) {
-      t_counted = false;
-      in_flight.fetch_sub(1);
-    }
-    if (options.access_log && req.path != "/health" && req.path != "/metrics") {
-      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t_request_start).count();
-      std::fprintf(stderr, "%s %s %d %.0f ms\n", req.method.c_str(), req.path.c_str(), res.status, ms);
-    }
-  });
+// Cheap and never blocking, so answered on the I/O thread even while every worker waits on inference.
+bool Server::Impl::is_inline(const http::Request& req) const {
+  if (req.method != "GET" && req.method != "HEAD") return false;
+  return req.path == "/health" || req.path == "/metrics" || find_asset(req.path);
+}
 
-  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    Gauges g;
-    g.queue_depth = scheduler.queue_depth();
-    g.busy_slots = scheduler.busy_slots();
-    g.slots = scheduler.slots();
-    g.loaded = scheduler.state() == LoadState::kReady;
-    res.set_content(metrics.render(g), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  add_openai_routes(http, ctx);
-  add_ollama_routes(http, ctx);
-  add_legacy_routes(http, ctx);
-  // Last: the page's files; any other GET is a 404 (or a 405 for a POST-only endpoint).
-  http.Get(".*", [](const httplib::Request& req, httplib::Response& res) {
+void Server::Impl::handle(http::Request& req, http::Response& res) {
+  // CORS headers set while checking the header stay on the answer.
+  if (cors_allowed(req.header("Origin"))) {
+    res.set_header("Access-Control-Allow-Origin", req.header("Origin"));
+    res.set_header("Vary", "Origin");
+  }
+  if (router.dispatch(req, res)) return;
+  const bool get = req.method == "GET" || req.method == "HEAD";
+  if (get) {
     if (const Asset* a = find_asset(req.path)) {
       res.set_content(std::string(a->data), std::string(a->content_type));
+      res.set_header("Content-Security-Policy", kPageCsp);
+      res.set_header("X-Frame-Options", "DENY");
+      res.set_header("Referrer-Policy", "no-referrer");
       return;
     }
     if (is_post_route(req.path)) {
       res.set_header("Allow", "POST");
       return send_error(res, family_of(req.path), {405, req.path + " takes POST, not GET"});
     }
-    send_error(res, family_of(req.path), {404, "no endpoint GET " + req.path + "; see docs/API.md for the endpoints"});
-  });
+  }
+  send_error(res, family_of(req.path),
+             {404, "no endpoint " + req.method + " " + req.path + "; see docs/API.md for the endpoints"});
+}
+
+void Server::Impl::log(const http::Request& req, const http::Response& res) {
+  if (req.method.empty()) return;  // refused before a request was read (connection cap, malformed header)
+  metrics.count_request(endpoint_label(req.path), res.status);
+  if (options.access_log && req.path != "/health" && req.path != "/metrics") {
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - req.arrived).count();
+    std::fprintf(stderr, "%s %s %d %.0f ms\n", req.method.c_str(), req.path.c_str(), res.status, ms);
+  }
+}
+
+void Server::Impl::add_routes() {
+  router.get("/health", [this](const http::Request&, http::Response& res) { health(res); });
+  router.get("/metrics", [this](const http::Request&, http::Response& res) { metrics_page(res); });
+  add_openai_routes(router, ctx);
+  add_ollama_routes(router, ctx);
+  add_legacy_routes(router, ctx);
 }
 
 Server::Server(ServerOptions options, ModelLoader load)
@@ -259,23 +309,28 @@ Status Server::start() {
   s.ctx.started_unix = static_cast<int64_t>(std::time(nullptr));
 
   std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must fail a write, not kill the process
-  s.http.set_payload_max_length(o.max_body);
-  // An idle keep-alive connection holds an HTTP thread and delays a graceful stop by this much.
-  s.http.set_keep_alive_timeout(2);
-  const int threads = o.http_threads > 0 ? o.http_threads : std::max(16, o.parallel + o.queue + 8);
-  s.http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   s.add_routes();
-
-  if (o.port == 0) {
-    s.port = s.http.bind_to_any_port(o.host);
-  } else {
-    s.port = s.http.bind_to_port(o.host, o.port) ? o.port : -1;
+  http::HttpLimits limits;
+  limits.max_body = o.max_body;
+  limits.header_timeout_s = o.header_timeout_s;
+  limits.body_timeout_s = o.body_timeout_s;
+  limits.keep_alive_s = o.keep_alive_s;
+  limits.max_connections = o.max_connections;
+  limits.workers = o.http_threads > 0 ? o.http_threads : std::max(16, o.parallel + o.queue + 8);
+  http::HttpHandlers h;
+  h.on_header = [&s](const http::Request& req, http::Response& res) { return s.on_header(req, res); };
+  h.is_inline = [&s](const http::Request& req) { return s.is_inline(req); };
+  h.handle = [&s](http::Request& req, http::Response& res) { s.handle(req, res); };
+  h.error = [](const http::Request& req, int status, const std::string& message, http::Response& res) {
+    send_error(res, family_of(req.path), {status, message});
+  };
+  h.log = [&s](const http::Request& req, const http::Response& res) { s.log(req, res); };
+  s.http = std::make_unique<http::HttpServer>(limits, std::move(h));
+  if (Status st = s.http->start(o.host, o.port); !st.ok()) {
+    s.http.reset();
+    return st;
   }
-  if (s.port <= 0) {
-    return Status::Error("cannot listen on " + o.host + ":" + std::to_string(o.port) +
-                         ": the address is in use or not available; pick another --port or --host");
-  }
-  s.listener = std::thread([&s] { s.http.listen_after_bind(); });
+  s.port = s.http->port();
   s.scheduler.start();
   s.started = true;
   return Status::Ok();
@@ -304,10 +359,9 @@ void Server::shutdown(double grace_s) {
     s.scheduler.cancel_all();
     wait_until(5, [&] { return s.scheduler.idle(); });
   }
-  // The streams write their last events; then close (cpp-httplib cuts streams still running at stop()).
-  wait_until(2, [&] { return s.in_flight.load() <= 0; });
-  s.http.stop();
-  if (s.listener.joinable()) s.listener.join();
+  // The streams write their last events; then close (streams still running then are cut).
+  wait_until(2, [&] { return s.http->active_requests() <= 0; });
+  s.http->stop();
   s.scheduler.stop();
 }
 

@@ -1,4 +1,4 @@
-// The HTTP server of `qvl serve`: the API routes, access control (API keys, CORS, body limit), /health,
+// The HTTP server of `qvl serve`: the API routes, access control (Host, Origin, API keys, CORS), /health,
 // /metrics and the page, in front of one Scheduler that loads and owns the model.
 #pragma once
 

@@ -1,0 +1,62 @@
+// The plain HTTP request and response: header lookup and the peer-liveness check routes use.
+#include "server/http/request.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+
+namespace qvl::server::http {
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+std::string header_value(const Headers& headers, std::string_view name) {
+  for (const auto& [k, v] : headers) {
+    if (iequals(k, name)) return v;
+  }
+  return "";
+}
+
+bool Request::has_header(std::string_view name) const {
+  for (const auto& h : headers) {
+    if (iequals(h.first, name)) return true;
+  }
+  return false;
+}
+
+void Response::set_header(std::string name, std::string value) {
+  for (auto& h : headers) {
+    if (iequals(h.first, name)) {
+      h.second = std::move(value);
+      return;
+    }
+  }
+  headers.emplace_back(std::move(name), std::move(value));
+}
+
+bool PeerWatch::alive() const {
+  if (!state_) return true;
+  if (state_->closed.load()) return false;
+  // The socket stays open while this watch holds the connection, so the descriptor cannot be reused.
+  pollfd p{state_->fd, static_cast<short>(POLLIN | POLLRDHUP), 0};
+  if (poll(&p, 1, 0) <= 0) return true;
+  if (p.revents & (POLLHUP | POLLERR | POLLNVAL | POLLRDHUP)) return false;
+  if (p.revents & POLLIN) {  // data (a pipelined request) or an orderly close
+    char c;
+    const ssize_t n = recv(state_->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0) return false;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
+  }
+  return true;
+}
+
+}  // namespace qvl::server::http

@@ -1,0 +1,85 @@
+// The plain HTTP request and response that the server's routes see, independent of the library that reads
+// and writes them (src/server/http/http_server.cpp).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace qvl::server::http {
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// ASCII case-insensitive equality, for header names and tokens.
+bool iequals(std::string_view a, std::string_view b);
+
+// The value of the first header named `name` (any case), or "".
+std::string header_value(const Headers& headers, std::string_view name);
+
+// What a connection shares with the requests it carries: its socket and whether it has been closed.
+struct PeerState {
+  int fd = -1;
+  std::atomic<bool> closed{false};
+};
+
+// Whether the client of a request is still connected, so that a request whose client went away is
+// cancelled at once. Holds the connection (and so its socket) open while it exists. Cheap; never blocks.
+class PeerWatch {
+ public:
+  PeerWatch() = default;  // no connection: always alive
+  explicit PeerWatch(std::shared_ptr<const PeerState> state) : state_(std::move(state)) {}
+  // False once the peer has closed or reset the connection, or the server has closed it.
+  bool alive() const;
+
+ private:
+  std::shared_ptr<const PeerState> state_;
+};
+
+struct Request {
+  std::string method;      // "GET", "POST", ...
+  std::string target;      // as sent: path and query
+  std::string path;        // the target up to '?'
+  std::string query;       // after '?', undecoded
+  Headers headers;
+  std::string body;        // after Content-Encoding was undone
+  std::string path_param;  // what a prefix route matched after its prefix (e.g. the id of /v1/models/{id})
+  std::string remote_addr;
+  std::chrono::steady_clock::time_point arrived;  // when its header was complete
+  PeerWatch peer;
+
+  std::string header(std::string_view name) const { return header_value(headers, name); }
+  bool has_header(std::string_view name) const;
+};
+
+// Where a streamed response's body goes: write() blocks until the connection has taken the bytes, so a
+// client that does not read holds the writer back instead of making the server buffer; false once the
+// client is gone or has not read for the write timeout.
+class ChunkSink {
+ public:
+  virtual ~ChunkSink() = default;
+  virtual bool write(std::string_view bytes) = 0;
+};
+
+struct Response {
+  int status = 200;
+  Headers headers;  // besides Content-Type, Content-Length and Transfer-Encoding, which the server writes
+  std::string content_type;
+  std::string body;
+  // When set, the body is streamed with chunked transfer: the server calls it once, on a worker thread,
+  // after sending the header; it writes the body through the sink and returns when the body is complete.
+  std::function<void(ChunkSink&)> stream;
+
+  void set_header(std::string name, std::string value);  // replaces a header of the same name
+  std::string header(std::string_view name) const { return header_value(headers, name); }
+  void set_content(std::string content, std::string type) {
+    body = std::move(content);
+    content_type = std::move(type);
+  }
+};
+
+}  // namespace qvl::server::http

@@ -1,0 +1,380 @@
+// The HTTP layer of `qvl serve` under hostile or unusual clients: slow headers (slowloris), bodies over the
+// limit in every framing, oversize headers, pipelining, a port already taken, DNS rebinding (Host) and
+// cross-origin requests (Origin), the page's security headers, and the connection cap.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <zlib.h>
+
+#include <atomic>
+
+#include "test_server_fixture.h"
+
+namespace qvl::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// A raw TCP connection to 127.0.0.1:port, for what an HTTP client library will not send.
+class RawConn {
+ public:
+  explicit RawConn(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    timeval tv{2, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  }
+  ~RawConn() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool ok() const { return ok_; }
+  bool send(const std::string& s) {
+    size_t off = 0;
+    while (off < s.size()) {
+      const ssize_t n = ::send(fd_, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      off += static_cast<size_t>(n);
+    }
+    return true;
+  }
+  bool readable(int timeout_ms = 0) {
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, timeout_ms) > 0;
+  }
+  // One response (Content-Length framed, as every non-streamed answer is), waiting up to timeout_s.
+  Reply read_response(double timeout_s = 5) {
+    const auto start = Clock::now();
+    for (;;) {
+      const size_t head_end = buf_.find("\r\n\r\n");
+      if (head_end != std::string::npos) {
+        Reply r;
+        r.status = std::atoi(buf_.substr(9, 3).c_str());
+        size_t length = 0;
+        size_t pos = buf_.find("\r\n") + 2;
+        while (pos < head_end) {
+          const size_t eol = buf_.find("\r\n", pos);
+          const std::string line = buf_.substr(pos, eol - pos);
+          const size_t colon = line.find(':');
+          if (colon != std::string::npos) {
+            std::string name = line.substr(0, colon), value = line.substr(colon + 1);
+            while (!value.empty() && value[0] == ' ') value.erase(0, 1);
+            r.headers.emplace(name, value);
+            if (strcasecmp(name.c_str(), "Content-Length") == 0) length = std::stoul(value);
+          }
+          pos = eol + 2;
+        }
+        if (buf_.size() >= head_end + 4 + length) {
+          r.body = buf_.substr(head_end + 4, length);
+          buf_.erase(0, head_end + 4 + length);
+          return r;
+        }
+      }
+      const double left = timeout_s - seconds_since(start);
+      if (left <= 0 || !readable(static_cast<int>(left * 1000) + 1)) return Reply{};
+      char tmp[65536];
+      const ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
+      if (n <= 0) return Reply{};
+      buf_.append(tmp, static_cast<size_t>(n));
+    }
+  }
+  // True when the server closed the connection within timeout_s.
+  bool closed_by_server(double timeout_s) {
+    const auto start = Clock::now();
+    while (seconds_since(start) < timeout_s) {
+      if (!readable(50)) continue;
+      char tmp[4096];
+      const ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
+      if (n <= 0) return true;
+    }
+    return false;
+  }
+  int fd() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+  std::string buf_;
+};
+
+std::string gzip(const std::string& in) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&z, in.size()) + 64, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+class HttpHardening : public ServerTest {
+ protected:
+  std::string host() const { return "127.0.0.1:" + std::to_string(server_->port()); }
+  std::string small_chat() const { return chat_body("hi", 2).dump(); }
+};
+
+TEST_F(HttpHardening, SlowlorisDoesNotStarveHealthOrChat) {
+  start();
+  constexpr int kSlow = 48;
+  std::vector<std::unique_ptr<RawConn>> slow;
+  for (int i = 0; i < kSlow; ++i) {
+    slow.push_back(std::make_unique<RawConn>(server_->port()));
+    ASSERT_TRUE(slow.back()->ok());
+    slow.back()->send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+  }
+  std::atomic<bool> stop{false};
+  std::thread drip([&] {  // one header byte per connection every 200 ms
+    while (!stop.load()) {
+      for (auto& c : slow) c->send("X");
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  double worst = 0;
+  for (int i = 0; i < 10; ++i) {
+    const auto t = Clock::now();
+    Reply h = get("/health");
+    worst = std::max(worst, seconds_since(t));
+    EXPECT_EQ(h.status, 200);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_LT(worst, 1.0);
+  const auto t = Clock::now();
+  Reply chat = post("/v1/chat/completions", chat_body("hi", 2));
+  EXPECT_EQ(chat.status, 200) << chat.body;
+  EXPECT_LT(seconds_since(t), 30.0);
+  stop.store(true);
+  drip.join();
+}
+
+TEST_F(HttpHardening, SlowHeaderIsCutAtTheHeaderDeadline) {
+  server::ServerOptions o = test_options();
+  o.header_timeout_s = 1;
+  start(o);
+  RawConn c(server_->port());
+  c.send("GET /health HTTP/1.1\r\n");
+  const auto t = Clock::now();
+  bool closed = false;
+  while (!closed && seconds_since(t) < 5) {
+    c.send("X");  // a byte every 100 ms: each recv is quick, the total is not
+    closed = c.closed_by_server(0.1);
+  }
+  EXPECT_TRUE(closed);
+  EXPECT_LT(seconds_since(t), 3.0);
+}
+
+TEST_F(HttpHardening, ChunkedBodyOverTheLimitIs413WhileItArrives) {
+  server::ServerOptions o = test_options();
+  o.max_body = 64 * 1024;
+  start(o);
+  RawConn c(server_->port());
+  ASSERT_TRUE(c.send("POST /api/chat HTTP/1.1\r\nHost: " + host() +
+                     "\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  const std::string chunk = "4000\r\n" + std::string(0x4000, 'a') + "\r\n";
+  size_t sent = 0;
+  while (sent < (100u << 20) && !c.readable() && c.send(chunk)) sent += 0x4000;
+  Reply r = c.read_response();
+  ASSERT_EQ(r.status, 413) << "after " << sent << " bytes";
+  EXPECT_TRUE(r.json_body()["error"].is_string());
+  EXPECT_LT(sent, 16u << 20);  // refused as it arrived, not after 100 MB
+}
+
+TEST_F(HttpHardening, GzipBombIs413AndGzipBodiesWork) {
+  server::ServerOptions o = test_options();
+  o.max_body = 64 * 1024;
+  start(o);
+  const std::string bomb = gzip(std::string(50u << 20, ' '));  // 50 MB of spaces in ~50 KB
+  ASSERT_LT(bomb.size(), o.max_body);
+  Reply r = post("/v1/chat/completions", bomb, {{"Content-Encoding", "gzip"}});
+  ASSERT_EQ(r.status, 413) << r.body;
+  EXPECT_NE(r.json_body()["error"]["message"].get<std::string>().find("Content-Encoding"), std::string::npos);
+
+  Reply ok = post("/v1/chat/completions", gzip(small_chat()), {{"Content-Encoding", "gzip"}});
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(post("/v1/chat/completions", small_chat(), {{"Content-Encoding", "br"}}).status, 415);
+}
+
+TEST_F(HttpHardening, ContentLengthOverTheLimitIs413BeforeTheBody) {
+  server::ServerOptions o = test_options();
+  o.max_body = 64 * 1024;
+  start(o);
+  for (const char* expect : {"", "Expect: 100-continue\r\n"}) {
+    RawConn c(server_->port());
+    c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: " + host() +
+           "\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n" + expect + "\r\n");
+    const auto t = Clock::now();
+    Reply r = c.read_response(3);  // no byte of the body was sent
+    ASSERT_EQ(r.status, 413) << expect;
+    EXPECT_LT(seconds_since(t), 1.0);
+    EXPECT_NE(r.json_body()["error"]["message"].get<std::string>().find("--max-body"), std::string::npos);
+  }
+}
+
+TEST_F(HttpHardening, OversizeHeaderIs431) {
+  start();
+  RawConn c(server_->port());
+  c.send("GET /health HTTP/1.1\r\nHost: " + host() + "\r\nX-Big: " + std::string(100 * 1024, 'a') + "\r\n\r\n");
+  Reply r = c.read_response();
+  EXPECT_EQ(r.status, 431);
+  std::string many = "GET /health HTTP/1.1\r\nHost: " + host() + "\r\n";
+  for (int i = 0; i < 200; ++i) many += "X-" + std::to_string(i) + ": y\r\n";
+  RawConn d(server_->port());
+  d.send(many + "\r\n");
+  EXPECT_EQ(d.read_response().status, 431);
+}
+
+TEST_F(HttpHardening, PipelinedRequestsAreAnsweredInOrder) {
+  start();
+  RawConn c(server_->port());
+  const std::string body = small_chat();
+  c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: " + host() + "\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body + "GET /v1/models HTTP/1.1\r\nHost: " + host() +
+         "\r\n\r\nGET /health HTTP/1.1\r\nHost: " + host() + "\r\n\r\n");
+  Reply a = c.read_response(60);
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(a.json_body()["object"], "chat.completion");
+  Reply b = c.read_response();
+  ASSERT_EQ(b.status, 200);
+  EXPECT_EQ(b.json_body()["object"], "list");
+  Reply h = c.read_response();
+  ASSERT_EQ(h.status, 200);
+  EXPECT_EQ(h.json_body()["status"], "ok");
+}
+
+TEST_F(HttpHardening, PortInUseFailsToStart) {
+  start();
+  server::ServerOptions o = test_options();
+  o.port = server_->port();
+  server::Server second(o, [] { return Model::load(tiny_model_dir()); });
+  Status s = second.start();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("in use"), std::string::npos) << s.message();
+  EXPECT_EQ(get("/health").status, 200);
+}
+
+TEST_F(HttpHardening, HostHeaderMustNameThisServer) {
+  server::ServerOptions o = test_options();
+  o.allowed_hosts = {"qvl.example"};
+  start(o);
+  const std::string port = std::to_string(server_->port());
+  for (const std::string& h : std::vector<std::string>{"attacker.example", "attacker.example:" + port, "localhost.attacker.example"}) {
+    Reply r = post("/v1/chat/completions", chat_body("hi", 2), {{"Host", h}});
+    ASSERT_EQ(r.status, 403) << h;
+    EXPECT_EQ(r.json_body()["error"]["code"], "host_not_allowed");
+    EXPECT_EQ(get("/", {{"Host", h}}).status, 403);
+  }
+  for (const std::string& h : std::vector<std::string>{"127.0.0.1", "127.0.0.1:" + port, "localhost:" + port, "LOCALHOST", "[::1]:" + port,
+                              "qvl.example", "qvl.example:443"}) {
+    EXPECT_EQ(get("/v1/models", {{"Host", h}}).status, 200) << h;
+  }
+}
+
+TEST_F(HttpHardening, ForeignOriginIsRefusedBeforeTheBody) {
+  start();
+  RawConn c(server_->port());
+  c.send("POST /api/chat HTTP/1.1\r\nHost: " + host() +
+         "\r\nOrigin: http://evil.example\r\nContent-Type: text/plain\r\nContent-Length: 5000\r\n\r\n");
+  Reply r = c.read_response(3);  // the body never comes: refused from the header alone
+  ASSERT_EQ(r.status, 403);
+  EXPECT_NE(r.json_body()["error"].get<std::string>().find("--cors"), std::string::npos);
+  EXPECT_EQ(post("/api/chat", chat_body("hi", 2).dump(), {{"Origin", "null"}}, "text/plain").status, 403);
+  // The page's own origin, and requests without Origin, pass.
+  EXPECT_EQ(post("/v1/chat/completions", chat_body("hi", 2), {{"Origin", "http://" + host()}}).status, 200);
+  EXPECT_EQ(post("/v1/chat/completions", chat_body("hi", 2)).status, 200);
+  server_.reset();
+
+  server::ServerOptions o = test_options();
+  o.cors_origins = {"http://evil.example"};
+  start(o);
+  Reply ok = post("/v1/chat/completions", chat_body("hi", 2), {{"Origin", "http://evil.example"}});
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_EQ(ok.headers.find("Access-Control-Allow-Origin")->second, "http://evil.example");
+  EXPECT_EQ(post("/v1/chat/completions", chat_body("hi", 2), {{"Origin", "http://other.example"}}).status, 403);
+}
+
+TEST_F(HttpHardening, BodyWithoutContentTypeIsAccepted) {
+  start();
+  json body{{"model", "tiny"},
+            {"messages", json::array({json{{"role", "user"}, {"content", "hi"}}})},
+            {"stream", false},
+            {"options", json{{"num_predict", 2}, {"temperature", 0}}},
+            {"padding", std::string(58 * 1024, 'x')}};
+  const std::string text = body.dump();
+  RawConn c(server_->port());
+  c.send("POST /api/chat HTTP/1.1\r\nHost: " + host() + "\r\nContent-Length: " + std::to_string(text.size()) +
+         "\r\n\r\n" + text);
+  Reply r = c.read_response(60);
+  EXPECT_EQ(r.status, 200) << r.body;
+}
+
+TEST_F(HttpHardening, PageSecurityHeadersAndCharset) {
+  start();
+  for (const char* path : {"/", "/app.js", "/style.css"}) {
+    Reply p = get(path);
+    ASSERT_EQ(p.status, 200) << path;
+    const std::string csp = p.headers.find("Content-Security-Policy")->second;
+    EXPECT_NE(csp.find("default-src 'self'"), std::string::npos);
+    EXPECT_NE(csp.find("frame-ancestors 'none'"), std::string::npos);
+    EXPECT_NE(csp.find("img-src 'self' data: blob:"), std::string::npos);
+    EXPECT_EQ(csp.find("unsafe-inline"), std::string::npos);
+    EXPECT_EQ(p.headers.find("X-Frame-Options")->second, "DENY");
+    EXPECT_EQ(p.headers.find("X-Content-Type-Options")->second, "nosniff");
+  }
+  for (const char* path : {"/health", "/v1/models", "/metrics", "/nothing"}) {
+    EXPECT_EQ(get(path).headers.count("X-Content-Type-Options"), 1u) << path;
+  }
+  Reply s = post_stream("/chat", json{{"question", "hi"}, {"max_tokens", 2}});
+  ASSERT_EQ(s.status, 200);
+  EXPECT_NE(s.headers.find("Content-Type")->second.find("text/event-stream; charset=utf-8"), std::string::npos);
+  EXPECT_EQ(s.headers.count("X-Content-Type-Options"), 1u);
+}
+
+TEST_F(HttpHardening, ConnectionsOverTheCapGetAQuick503) {
+  server::ServerOptions o = test_options();
+  o.max_connections = 4;
+  start(o);
+  std::vector<std::unique_ptr<RawConn>> held;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(std::make_unique<RawConn>(server_->port()));
+    held.back()->send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");  // keep-alive: the connection stays
+    ASSERT_EQ(held.back()->read_response().status, 200);
+  }
+  RawConn extra(server_->port());
+  const auto t = Clock::now();
+  Reply r = extra.read_response(2);
+  ASSERT_EQ(r.status, 503);
+  EXPECT_LT(seconds_since(t), 1.0);
+  EXPECT_TRUE(r.json_body()["error"].is_string());
+  EXPECT_TRUE(extra.closed_by_server(3));
+  held.clear();
+  EXPECT_TRUE(wait_for([&] { return get("/health").status == 200; }, 5));
+}
+
+TEST_F(HttpHardening, AClientThatStopsReadingIsNotBufferedForever) {
+  start();
+  // A streamed answer to a client that never reads: the server writes only as fast as the socket drains,
+  // and still answers others.
+  RawConn c(server_->port());
+  int small = 4096;
+  ::setsockopt(c.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  const std::string body = chat_body("hi", 64, true).dump();
+  c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: " + host() + "\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto t = Clock::now();
+  EXPECT_EQ(get("/health").status, 200);
+  EXPECT_LT(seconds_since(t), 1.0);
+}
+
+}  // namespace
+}  // namespace qvl::test
