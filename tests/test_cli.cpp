@@ -149,6 +149,8 @@ TEST(CliErrors, UnknownOptionSuggestsTheClosest) {
     EXPECT_EQ(r.code, 2) << c.expected;
     EXPECT_EQ(r.err, c.expected);
   }
+  // A one-letter option is one edit from every other: no guess.
+  EXPECT_FALSE(contains(qvl({"tokenize", "-m", "DIR", "-x"}).err, "did you mean"));
   // Nothing close: no guess, the help hint instead.
   Ran r = qvl({"run", "--zzzzzzzz"});
   EXPECT_EQ(r.code, 2);

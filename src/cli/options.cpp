@@ -133,6 +133,7 @@ std::optional<int> CommandLine::parse_args(const Args& args) {
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates) {
   auto strip = [](const std::string& s) { return s.substr(std::min(s.find_first_not_of('-'), s.size())); };
   const std::string w = strip(word);
+  if (w.size() < 2) return "";  // "-x": every one-letter option is one edit away; no guess is better
   // A typo is at most one edit in three characters: "tmep" (1 of 4) yes, "xyz" for "run" (3 of 3) no.
   const size_t allowed = std::max<size_t>(1, std::min<size_t>(3, w.size() / 3));
   std::string best;
