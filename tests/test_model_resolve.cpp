@@ -1,4 +1,5 @@
-// Which model directory a --model argument means: a directory, or a hub id found in the local hub cache.
+// Which model directory a --model argument means: a directory, or a hub id found complete in the local hub
+// cache (no network), or refused with what to do when downloads are off. Downloads: tests/test_hub*.cpp.
 #include <unistd.h>
 
 #include <filesystem>
@@ -17,25 +18,40 @@ TEST(ModelResolve, DirectoryHubCacheAndMissing) {
   const fs::path cache = fs::temp_directory_path() / ("qvl-test-hub-" + std::to_string(::getpid()));
   fs::remove_all(cache);
   const fs::path repo = cache / "models--Qwen--Qwen3-VL-2B-Instruct";
+  const std::string commit = "0123456789abcdef0123456789abcdef01234567";
+  const fs::path snap = repo / "snapshots" / commit;
   fs::create_directories(repo / "refs");
-  fs::create_directories(repo / "snapshots" / "abc123");
-  ASSERT_TRUE(write_file_bytes((repo / "refs" / "main").string(), "abc123\n", 7).ok());
-  ASSERT_TRUE(write_file_bytes((repo / "snapshots" / "abc123" / "config.json").string(), "{}", 2).ok());
+  fs::create_directories(snap);
+  ASSERT_TRUE(write_file_bytes((repo / "refs" / "main").string(), commit.data(), commit.size()).ok());
+  for (const char* f : {"config.json", "tokenizer.json", "model.safetensors"})
+    ASSERT_TRUE(write_file_bytes((snap / f).string(), "{}", 2).ok());
 
-  auto hub = locate_model("Qwen/Qwen3-VL-2B-Instruct", cache.string());
+  ResolveOptions o;
+  o.hub_cache = cache.string();
+  o.download = false;
+  auto hub = resolve_model("Qwen/Qwen3-VL-2B-Instruct", o);
   ASSERT_TRUE(hub.ok()) << hub.status().message();
-  EXPECT_EQ(hub->dir, (repo / "snapshots" / "abc123").string());
+  EXPECT_EQ(hub->dir, snap.string());
   EXPECT_EQ(hub->id, "Qwen/Qwen3-VL-2B-Instruct");
+  auto prefixed = resolve_model("hf:Qwen/Qwen3-VL-2B-Instruct", o);
+  ASSERT_TRUE(prefixed.ok()) << prefixed.status().message();
+  EXPECT_EQ(prefixed->dir, snap.string());
 
-  auto dir = locate_model((repo / "snapshots" / "abc123").string(), cache.string());
+  auto dir = resolve_model(snap.string(), o);
   ASSERT_TRUE(dir.ok());
-  EXPECT_EQ(dir->id, "abc123");
+  EXPECT_EQ(dir->id, commit);
 
-  auto missing = locate_model("Qwen/Qwen3-VL-8B-Instruct", cache.string());
+  // An incomplete snapshot is not used.
+  fs::remove(snap / "model.safetensors");
+  EXPECT_FALSE(resolve_model("Qwen/Qwen3-VL-2B-Instruct", o).ok());
+
+  auto missing = resolve_model("Qwen/Qwen3-VL-8B-Instruct", o);
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.status().message().find("huggingface-cli download Qwen/Qwen3-VL-8B-Instruct"), std::string::npos)
+  EXPECT_NE(missing.status().message().find("qvl pull Qwen/Qwen3-VL-8B-Instruct"), std::string::npos)
       << missing.status().message();
-  EXPECT_FALSE(locate_model("no/such/dir", cache.string()).ok());
+  auto bad = resolve_model("no/such/dir/at/all", o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("not a hub id"), std::string::npos) << bad.status().message();
   fs::remove_all(cache);
 }
 

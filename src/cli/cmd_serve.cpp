@@ -206,7 +206,7 @@ int cmd_serve(const std::vector<std::string>& args) {
       return Model::load(demo_dir, weight_types, threads);
     };
   } else {
-    auto located = locate_model(model_spec);
+    auto located = resolve_model(model_spec);
     if (!located.ok()) return fail(cmd, located.status().message());
     o.model_id = located->id;
     loader = [dir = located->dir, weight_types, threads]() { return Model::load(dir, weight_types, threads); };

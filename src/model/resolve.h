@@ -1,9 +1,12 @@
-// Finds the model directory `qvl serve --model M` means: a directory, or a Hugging Face hub id looked up
-// in the local hub cache ($HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub).
+// Finds the model directory a `--model M` argument means, for every command: a directory, or a hub id
+// (Org/Name, hf:Org/Name, modelscope:Org/Name) found complete in that hub's local cache, or else downloaded
+// into it (qvl::hub::pull) unless offline.
 #pragma once
 
+#include <functional>
 #include <string>
 
+#include "model/hub.h"
 #include "util/status.h"
 
 namespace qvl {
@@ -13,12 +16,16 @@ struct LocatedModel {
   std::string id;   // the name clients see: the hub id, or the directory's name
 };
 
-// The hub cache directory the Hugging Face tools use, from the environment.
-std::string hf_hub_cache_dir();
+struct ResolveOptions {
+  std::string revision;    // hub ids: branch, tag or commit (empty: the hub's default branch)
+  std::string hub_cache;   // hub ids: the cache to use (empty: from the environment, as the hub's tools do)
+  bool download = true;    // false: a hub id must already be in the cache
+  std::function<void(const hub::Progress&)> on_progress;  // while downloading
+  std::function<void(const std::string&)> on_warning;
+};
 
-// `spec` is a directory holding config.json, or an id such as "Qwen/Qwen3-VL-2B-Instruct" found at
-// <cache>/models--Qwen--Qwen3-VL-2B-Instruct/snapshots/<refs/main>/. A model found in neither place gets one
-// message saying where qvl looked and how to download it.
-Result<LocatedModel> locate_model(const std::string& spec, const std::string& hub_cache = hf_hub_cache_dir());
+// The directory's own name for a directory holding config.json; for a hub id its complete cached snapshot,
+// else the download's. A model found nowhere gets one message saying where qvl looked and what to do.
+Result<LocatedModel> resolve_model(const std::string& spec, const ResolveOptions& options = {});
 
 }  // namespace qvl
