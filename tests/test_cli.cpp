@@ -74,7 +74,8 @@ std::string help_line(const std::string& help, const std::string& option) {
   return "";
 }
 
-const std::vector<std::string> kConverted = {"tokenize", "preprocess", "run", "bench", "quantize", "make-test-model"};
+const std::vector<std::string> kConverted = {"tokenize", "preprocess", "run",  "bench",
+                                              "quantize", "make-test-model", "serve", "pull"};
 
 TEST(CliHelp, EveryConvertedCommandPrintsItsOptionsAndExitsZero) {
   for (const std::string& cmd : kConverted) {
@@ -91,6 +92,17 @@ TEST(CliHelp, EveryConvertedCommandPrintsItsOptionsAndExitsZero) {
   Ran r = qvl({"help", "run"});
   EXPECT_EQ(r.code, 0);
   EXPECT_TRUE(contains(r.out, "Usage: qvl run"));
+}
+
+TEST(CliParse, ServeReadsItsOptionsFromQvlEnvironmentVariables) {
+  ::setenv("QVL_MAX_BODY", "5", 1);
+  Ran r = qvl({"serve", "--demo"});
+  ::unsetenv("QVL_MAX_BODY");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "--max-body")) << r.err;
+  EXPECT_TRUE(contains(r.err, "[1024")) << r.err;
+  Ran help = qvl({"serve", "--help"});
+  EXPECT_TRUE(contains(help.out, "QVL_")) << help.out;
 }
 
 TEST(CliHelp, TopLevelHelpListsTheCommands) {
@@ -143,6 +155,8 @@ TEST(CliErrors, UnknownOptionSuggestsTheClosest) {
        "qvl make-test-model: unknown option '--preest'; did you mean '--preset'?\n"},
       {{"preprocess", "--max-pixel", "5"}, "qvl preprocess: unknown option '--max-pixel'; did you mean '--max-pixels'?\n"},
       {{"tokenize", "--jsn", "x"}, "qvl tokenize: unknown option '--jsn'; did you mean '--json'?\n"},
+      {{"serve", "--prot", "9"}, "qvl serve: unknown option '--prot'; did you mean '--port'?\n"},
+      {{"pull", "--revison", "x", "a/b"}, "qvl pull: unknown option '--revison'; did you mean '--revision'?\n"},
   };
   for (const Case& c : cases) {
     Ran r = qvl(c.args);
@@ -181,6 +195,10 @@ TEST(CliErrors, BadValueNamesTheOption) {
       {{"quantize", "-m", "DIR"}, {"--out is required"}},
       {{"tokenize", "-m", "DIR"}, {"TEXT is required"}},
       {{"tokenize", "-m", "DIR", "a", "b"}, {"unexpected argument 'b'"}},
+      {{"serve", "--demo", "--port", "70000"}, {"--port", "[1, 65535]"}},
+      {{"serve", "--demo", "--timeout", "-3"}, {"--timeout", "seconds"}},
+      {{"serve", "--demo", "--model", "x/y"}, {"--model or --demo, not both"}},
+      {{"pull", "a/b", "--source", "gitlab"}, {"--source"}},
   };
   for (const Case& c : cases) {
     Ran r = qvl(c.args);

@@ -1,7 +1,10 @@
 // qvl pull against a fake Hugging Face hub and ModelScope on 127.0.0.1 (tests/hub/fake_hub.py): the cache layout,
 // no second download, resume after a dropped connection and after a killed process, corruption, HTTP errors,
 // offline mode, redirects, tokens, and `qvl run` on the pulled snapshot.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -552,6 +555,96 @@ TEST(HubHf, RunAnswersFromThePulledSnapshot) {
   CliResult run = run_qvl({"run", "--model", pull.out, "-p", "hi", "-n", "4"}, {}, 60);
   ASSERT_EQ(run.rc, 0) << run.err;
   EXPECT_FALSE(run.out.empty());
+}
+
+
+TEST(HubHf, RunDownloadsOnFirstUse) {
+  FakeHub fake;
+  ASSERT_TRUE(fake.ok());
+  const std::string cache = fresh_dir("cache");
+  CliResult run = run_qvl({"run", "--model", kRepo, "-p", "hi", "-n", "4"}, pull_env(fake, cache), 60);
+  ASSERT_EQ(run.rc, 0) << run.err;
+  EXPECT_FALSE(run.out.empty());
+  EXPECT_NE(run.err.find("downloading"), std::string::npos) << run.err;
+  EXPECT_TRUE(fs::exists(hf_root(cache) + "/refs/main"));
+  // The second time the cache serves, without the network: the hub is gone.
+  auto env = pull_env(fake, cache);
+  env["HF_ENDPOINT"] = "http://127.0.0.1:1";
+  CliResult again = run_qvl({"run", "--model", kRepo, "-p", "hi", "-n", "2"}, env, 60);
+  ASSERT_EQ(again.rc, 0) << again.err;
+  EXPECT_EQ(again.err.find("downloading"), std::string::npos) << again.err;
+}
+
+// GET http://127.0.0.1:port/path: the status and body ("" and 0 when nothing answers).
+std::pair<int, std::string> http_get(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{2, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return {0, ""};
+  }
+  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  (void)!::write(fd, req.data(), req.size());
+  std::string resp;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) resp.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  if (resp.size() < 12) return {0, ""};
+  const size_t body = resp.find("\r\n\r\n");
+  return {std::atoi(resp.c_str() + 9), body == std::string::npos ? "" : resp.substr(body + 4)};
+}
+
+TEST(HubHf, ServeDownloadsInTheBackgroundAndHealthSaysHowFar) {
+  FakeHub slow({"--rate", "8000000"});  // the 42 MB weights take ~5 s
+  ASSERT_TRUE(slow.ok());
+  const std::string cache = fresh_dir("cache");
+  int port = 0;
+  {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    ::close(fd);
+  }
+  const std::string d = fresh_dir("serve");
+  Proc p = spawn({QVL_BINARY, "serve", "--model", kRepo, "--port", std::to_string(port), "--threads", "1"},
+                 pull_env(slow, cache), d + "/out", d + "/err");
+  bool saw_downloading = false, ready = false;
+  double last_progress = -1;
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (Clock::now() < deadline) {
+    auto [status, body] = http_get(port, "/health");
+    if (status == 503 && body.find("\"downloading\"") != std::string::npos) {
+      saw_downloading = true;
+      const double progress = nlohmann::json::parse(body).value("progress", -1.0);
+      EXPECT_GE(progress, 0);
+      EXPECT_LE(progress, 100);
+      EXPECT_GE(progress, last_progress);
+      last_progress = progress;
+    }
+    if (status == 200) {
+      ready = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ::kill(p.pid, SIGTERM);
+  wait_for(p.pid, 20);
+  const std::string log = read_file_text(d + "/err").ok() ? *read_file_text(d + "/err") : "";
+  EXPECT_TRUE(saw_downloading) << log;
+  EXPECT_TRUE(ready) << log;
+  EXPECT_GT(last_progress, 0) << log;
+  // The log shows the download's progress as plain lines.
+  EXPECT_NE(log.find("download: 100%"), std::string::npos) << log;
 }
 
 }  // namespace

@@ -22,7 +22,4 @@ int cmd_pull(const Args& args);
 // Prints "qvl <command>: <message>" to stderr and returns the exit code for a usage/user error.
 int fail(const std::string& command, const std::string& message);
 
-// Parses an integer option value; the error names the option.
-Result<long long> parse_int(const std::string& option, const std::string& value, long long min, long long max);
-
 }  // namespace qvl::cli

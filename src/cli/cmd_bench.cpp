@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/model_arg.h"
 #include "cli/options.h"
 #include "engine/generate.h"
 #include "kernels/kernels.h"
@@ -34,7 +35,7 @@ int cmd_bench(const Args& args) {
   opts.ignore_eos = true;
   opts.sampling.temperature = 0;  // greedy: no sampling cost differences between runs
   WeightTypes types = default_weight_types();
-  add_model_option(cli, model_dir)->required();
+  add_model_option(cli, model_dir, ModelSpec::kDirectoryOrHubId)->required();
   add_image_option(cli, image_path);
   add_prompt_option(cli, prompt);
   add_max_tokens_option(cli, opts.max_tokens, 1);
@@ -49,6 +50,11 @@ int cmd_bench(const Args& args) {
   add_image_size_options(cli, opts.image.min_pixels, opts.image.max_pixels);
   if (auto rc = cli.parse_args(args)) return *rc;
   const std::string& cmd = cli.command();
+  {
+    auto dir = find_model_dir(cmd, model_dir);
+    if (!dir.ok()) return fail(cmd, dir.status().message());
+    model_dir = *dir;
+  }
 
   std::vector<ImageRGB> images;
   if (!image_path.empty()) {

@@ -2,6 +2,7 @@
 // the model sees an image (resized size, grid, token count) and can write its pixel_values.
 #include <cstdio>
 
+#include "cli/model_arg.h"
 #include "cli/options.h"
 #include "io/image.h"
 #include "io/npy.h"
@@ -14,11 +15,16 @@ int cmd_preprocess(const Args& args) {
                                 "pixel_values.");
   std::string model, image_path, out_path;
   PreprocessOptions opts;
-  add_model_option(cli, model)->required();
+  add_model_option(cli, model, ModelSpec::kDirectoryOrHubId)->required();
   add_image_option(cli, image_path)->required();
   add_image_size_options(cli, opts.min_pixels, opts.max_pixels);
   cli.add_option("--out", out_path, "write pixel_values as float32 .npy")->type_name("FILE.npy");
   if (auto rc = cli.parse_args(args)) return *rc;
+  {  // a hub id only from the cache: these commands read no weights
+    auto dir = find_model_dir(cli.command(), model, /*download=*/false);
+    if (!dir.ok()) return fail(cli.command(), dir.status().message());
+    model = *dir;
+  }
 
   const std::string& cmd = cli.command();
   auto config = ImageProcessorConfig::load(model);

@@ -3,56 +3,31 @@
 #include <cstdio>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "cli/progress_bar.h"
 #include "model/hub.h"
 
 namespace qvl::cli {
 
-namespace {
-
-const char kPullUsage[] =
-    "usage: qvl pull MODEL [--revision R] [--source hf|modelscope] [--cache-dir DIR] [--parallel N]\n"
-    "  MODEL                 ORG/NAME (Hugging Face), hf:ORG/NAME or modelscope:ORG/NAME\n"
-    "  --revision R          branch, tag or commit (default: main on Hugging Face, master on ModelScope)\n"
-    "  --source S            hf or modelscope (overrides a prefix in MODEL)\n"
-    "  --cache-dir DIR       the hub cache (default: $HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub;\n"
-    "                        ModelScope: $MODELSCOPE_CACHE or ~/.cache/modelscope/hub)\n"
-    "  --parallel N          files downloaded at once (default 4)\n"
-    "environment: HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE, MODELSCOPE_ENDPOINT, MODELSCOPE_API_TOKEN\n"
-    "prints the model directory on stdout; progress goes to stderr";
-
-}  // namespace
-
 int cmd_pull(const Args& args) {
-  const std::string cmd = "pull";
+  CommandLine cli("pull", "Downloads a model from the Hugging Face hub or ModelScope into that hub's own cache (only "
+                          "the files qvl needs; resumed if interrupted; every file verified) and prints its directory. "
+                          "Environment: HF_ENDPOINT (a mirror), HF_TOKEN, HF_HUB_OFFLINE, HF_HOME/HF_HUB_CACHE, "
+                          "MODELSCOPE_ENDPOINT, MODELSCOPE_API_TOKEN, MODELSCOPE_CACHE.");
   hub::PullOptions o;
   std::string spec, source;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      std::puts(kPullUsage);
-      return 0;
-    }
-    if (a == "--revision" || a == "--source" || a == "--cache-dir" || a == "--parallel") {
-      if (i + 1 >= args.size()) return fail(cmd, a + " needs a value\n" + kPullUsage);
-      const std::string& v = args[++i];
-      if (a == "--revision") o.revision = v;
-      if (a == "--source") source = v;
-      if (a == "--cache-dir") o.cache_dir = v;
-      if (a == "--parallel") {
-        auto n = parse_int("--parallel", v, 1, 32);
-        if (!n.ok()) return fail(cmd, n.status().message());
-        o.parallel = static_cast<int>(*n);
-      }
-    } else if (!a.empty() && a[0] == '-') {
-      return fail(cmd, "unknown option " + a + "\n" + kPullUsage);
-    } else if (spec.empty()) {
-      spec = a;
-    } else {
-      return fail(cmd, "one MODEL expected, got '" + spec + "' and '" + a + "'\n" + kPullUsage);
-    }
-  }
-  if (spec.empty()) return fail(cmd, std::string("MODEL is required\n") + kPullUsage);
+  cli.add_option("MODEL", spec, "ORG/NAME (Hugging Face), hf:ORG/NAME or modelscope:ORG/NAME")->required();
+  cli.add_option("--revision", o.revision, "branch, tag or commit")->type_name("R")
+      ->default_str("main on Hugging Face, master on ModelScope");
+  cli.add_option("--source", source, "hf or modelscope (overrides a prefix in MODEL)")
+      ->type_name("S")->check(CLI::IsMember({"hf", "huggingface", "modelscope", "ms"}));
+  cli.add_option("--cache-dir", o.cache_dir, "the hub cache")->type_name("DIR")
+      ->default_str("$HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub; ModelScope: $MODELSCOPE_CACHE or "
+                    "~/.cache/modelscope/hub");
+  cli.add_option("--parallel", o.parallel, "files downloaded at once")->type_name("N")->check(integer_in(1, 32))
+      ->default_str(std::to_string(o.parallel));
+  if (auto rc = cli.parse_args(args)) return *rc;
+  const std::string& cmd = cli.command();
   auto parsed = hub::parse_model_spec(spec);
   if (!parsed.ok()) return fail(cmd, parsed.status().message());
   o.source = parsed->first;

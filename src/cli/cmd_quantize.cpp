@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "cli/model_arg.h"
 #include "cli/options.h"
 #include "model/quantize_file.h"
 
@@ -14,11 +15,16 @@ int cmd_quantize(const Args& args) {
   std::string model_dir, out_dir;
   WeightTypes types = default_weight_types();
   int threads = 0;  // Model::load: one per physical core
-  add_model_option(cli, model_dir)->required();
+  add_model_option(cli, model_dir, ModelSpec::kDirectoryOrHubId)->required();
   cli.add_option("--out", out_dir, "the model directory to write")->type_name("DIR")->required();
   add_weight_options(cli, types);
   add_thread_options(cli, threads);
   if (auto rc = cli.parse_args(args)) return *rc;
+  {
+    auto dir = find_model_dir(cli.command(), model_dir);
+    if (!dir.ok()) return fail(cli.command(), dir.status().message());
+    model_dir = *dir;
+  }
 
   const std::string& cmd = cli.command();
   const auto t0 = std::chrono::steady_clock::now();

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cli/model_arg.h"
 #include "cli/options.h"
 #include "engine/generate.h"
 #include "io/npy.h"
@@ -30,7 +31,7 @@ int cmd_run(const Args& args) {
   GenerateOptions opts;
   WeightTypes weight_types = default_weight_types();
   SamplingArgs sampling;
-  add_model_option(cli, model_dir)->required();
+  add_model_option(cli, model_dir, ModelSpec::kDirectoryOrHubId)->required();
   add_image_option(cli, image_paths);
   add_prompt_option(cli, prompt)->required();
   cli.add_option("--system", system, "a system message before the prompt")->type_name("TEXT");
@@ -45,6 +46,11 @@ int cmd_run(const Args& args) {
       ->type_name("DIR");
   if (auto rc = cli.parse_args(args)) return *rc;
   const std::string& cmd = cli.command();
+  {
+    auto dir = find_model_dir(cmd, model_dir);
+    if (!dir.ok()) return fail(cmd, dir.status().message());
+    model_dir = *dir;
+  }
 
   // Images first, so a bad file fails before the model loads.
   std::vector<ImageRGB> images;

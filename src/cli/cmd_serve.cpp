@@ -4,11 +4,14 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
 
 #include "cli/cli.h"
+#include "cli/options.h"
+#include "cli/progress_bar.h"
 #include "model/bundled_files.h"
 #include "model/test_model.h"
 #include "model/resolve.h"
@@ -20,43 +23,28 @@ int cmd_serve(const std::vector<std::string>& args);
 
 namespace {
 
-const char kServeUsage[] =
-    "usage: qvl serve --model DIR|HUB_ID [options]\n"
-    "       qvl serve --demo [--model-files DIR] [options]   (a tiny generated test model)\n"
-    "options:\n"
-    "  --host ADDR            listen address (default 127.0.0.1)\n"
-    "  --port N               listen port (default 8080)\n"
-    "  --threads N            model threads (default: one per physical core)\n"
-    "  --pin                  pin the model threads, one per physical core (within taskset's CPUs)\n"
-    "  --text-weights T       f32, f16, bf16, q8_0 or q4_0, quantized at load (default: see qvl help)\n"
-    "  --vision-weights T\n"
-    "  --parallel N           requests decoding at once (default 1)\n"
-    "  --ctx N                context per request: prompt + answer tokens (default 4096)\n"
-    "  --kv-type T            KV cache storage: f16 (default, half the memory) or f32\n"
-    "  --min-pixels N         image size bounds (default: the model's preprocessor_config.json)\n"
-    "  --max-pixels N\n"
-    "  --timeout SEC          per request, queueing included; 0: none (default 600)\n"
-    "  --queue N              requests waiting for a slot; more get 503 (default 16)\n"
-    "  --api-key KEY          require 'Authorization: Bearer KEY' (repeatable)\n"
-    "  --cors ORIGIN          allow browser requests from ORIGIN, or * (repeatable)\n"
-    "  --allowed-host NAME    accept requests whose Host is NAME (repeatable; * for any); IP addresses,\n"
-    "                         localhost and --host are always accepted (see docs/API.md)\n"
-    "  --max-connections N    connections open at once; more get 503 (default 256)\n"
-    "  --image-dir DIR        allow requests to name local image files inside DIR\n"
-    "  --max-body BYTES       largest request body (default 20971520)\n"
-    "  --shutdown-grace SEC   on SIGTERM/SIGINT, time given to running requests (default 10)\n"
-    "  --model-files DIR      with --demo: the checkpoint's config and tokenizer files\n"
-    "                         (default: the files that ship with qvl, models/qwen3-vl-2b-instruct)\n"
-    "  --quiet                no access log";
-
-Result<double> parse_seconds(const std::string& option, const std::string& value) {
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0' || errno == ERANGE || !(v >= 0) || v > 1e7) {
-    return Status::Error(option + " expects seconds (a number >= 0), got '" + value + "'");
+// Every option also reads QVL_<NAME> from the environment (--max-body: QVL_MAX_BODY), for containers and
+// service units; a flag on the command line wins over the environment.
+void add_environment_names(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->get_lnames().empty() || opt->get_lnames().front() == "help") continue;
+    std::string name = "QVL_";
+    for (char c : opt->get_lnames().front()) name += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    opt->envname(name);
   }
-  return v;
+}
+
+CLI::Validator seconds_in(double hi) {
+  return CLI::Validator(
+      [hi](std::string& v) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const double x = std::strtod(v.c_str(), &end);
+        if (v.empty() || *end != '\0' || errno == ERANGE || !(x >= 0) || x > hi)
+          return "expects seconds (a number in [0, " + std::to_string(static_cast<long long>(hi)) + "]), got '" + v + "'";
+        return "";
+      },
+      "SEC");
 }
 
 // Blocks SIGINT and SIGTERM in this thread before any other starts, so every thread inherits the mask and
@@ -73,111 +61,62 @@ sigset_t block_stop_signals() {
 }  // namespace
 
 int cmd_serve(const std::vector<std::string>& args) {
-  const std::string cmd = "serve";
+  CommandLine cli("serve", "The HTTP server: OpenAI- and Ollama-compatible APIs, the older deployments' endpoints and "
+                           "a chat page (docs/API.md). The model loads (or downloads) in the background. Every option can also be "
+                           "set in the environment as QVL_<OPTION> (--max-body: QVL_MAX_BODY).");
   server::ServerOptions o;
   WeightTypes weight_types = default_weight_types();
-  o.access_log = true;
   std::string model_spec, model_files;
-  bool demo = false;
+  bool demo = false, quiet = false;
   double grace = 10;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const std::string* v = i + 1 < args.size() ? &args[i + 1] : nullptr;
-    auto need = [&]() -> bool {
-      if (!v) return false;
-      ++i;
-      return true;
-    };
-    auto integer = [&](long long lo, long long hi, auto& out) -> int {
-      if (!need()) return fail(cmd, a + " needs a value\n" + kServeUsage);
-      auto r = parse_int(a, *v, lo, hi);
-      if (!r.ok()) return fail(cmd, r.status().message());
-      out = static_cast<std::remove_reference_t<decltype(out)>>(*r);
-      return 0;
-    };
-    auto seconds = [&](double& out) -> int {
-      if (!need()) return fail(cmd, a + " needs a value\n" + kServeUsage);
-      auto r = parse_seconds(a, *v);
-      if (!r.ok()) return fail(cmd, r.status().message());
-      out = *r;
-      return 0;
-    };
-    auto text = [&](std::string& out) -> int {
-      if (!need()) return fail(cmd, a + " needs a value\n" + kServeUsage);
-      out = *v;
-      return 0;
-    };
-    int rc = 0;
-    std::string s;
-    if (a == "--model" || a == "-m") {
-      rc = text(model_spec);
-    } else if (a == "--demo") {
-      demo = true;
-    } else if (a == "--model-files") {
-      rc = text(model_files);
-    } else if (a == "--host") {
-      rc = text(o.host);
-    } else if (a == "--port") {
-      rc = integer(1, 65535, o.port);
-    } else if (a == "--threads" || a == "-t") {
-      rc = integer(1, 1024, o.threads);
-    } else if (a == "--text-weights" || a == "--vision-weights") {
-      std::string name;
-      rc = text(name);
-      WeightType t;
-      if (rc == 0 && !weight_type_from_name(name, &t))
-        return fail(cmd, a + ": unknown type '" + name + "' (f32, f16, bf16, q8_0, q4_0)");
-      if (rc == 0) (a == "--text-weights" ? weight_types.text : weight_types.vision) = t;
-    } else if (a == "--pin") {
-      o.pin = true;
-    } else if (a == "--kv-type") {
-      std::string name;
-      rc = text(name);
-      if (rc == 0 && !kv_type_from_name(name, &o.kv_type)) return fail(cmd, a + ": unknown type '" + name + "' (f16, f32)");
-    } else if (a == "--parallel") {
-      rc = integer(1, 64, o.parallel);
-    } else if (a == "--ctx") {
-      rc = integer(16, 1 << 20, o.context);
-    } else if (a == "--min-pixels") {
-      rc = integer(1, 1ll << 40, o.min_pixels);
-    } else if (a == "--max-pixels") {
-      rc = integer(1, 1ll << 40, o.max_pixels);
-    } else if (a == "--timeout") {
-      rc = seconds(o.timeout_s);
-    } else if (a == "--queue") {
-      rc = integer(0, 100000, o.queue);
-    } else if (a == "--api-key") {
-      if (!(rc = text(s))) {
-        if (s.empty()) return fail(cmd, "--api-key is empty");
-        o.api_keys.push_back(s);
-      }
-    } else if (a == "--cors") {
-      if (!(rc = text(s))) o.cors_origins.push_back(s);
-    } else if (a == "--allowed-host") {
-      if (!(rc = text(s))) o.allowed_hosts.push_back(s);
-    } else if (a == "--max-connections") {
-      rc = integer(1, 100000, o.max_connections);
-    } else if (a == "--image-dir") {
-      rc = text(o.image_dir);
-    } else if (a == "--max-body") {
-      rc = integer(1024, 1ll << 34, o.max_body);
-    } else if (a == "--shutdown-grace") {
-      rc = seconds(grace);
-    } else if (a == "--quiet") {
-      o.access_log = false;
-    } else {
-      return fail(cmd, "unexpected argument '" + a + "'\n" + kServeUsage);
-    }
-    if (rc) return rc;
+  add_model_option(cli, model_spec, ModelSpec::kDirectoryOrHubId);
+  cli.add_flag("--demo", demo, "serve a tiny generated test model (random weights: gibberish answers)");
+  add_model_files_option(cli, model_files);
+  cli.add_option("--host", o.host, "listen address (0.0.0.0: every interface; see docs/API.md before exposing it)")
+      ->type_name("ADDR")->default_str(o.host);
+  cli.add_option("--port", o.port, "listen port")->type_name("N")->check(integer_in(1, 65535))->default_str(std::to_string(o.port));
+  add_thread_options(cli, o.threads, &o.pin);
+  add_weight_options(cli, weight_types);
+  cli.add_option("--parallel", o.parallel, "requests decoding at once (slots)")->type_name("N")->check(integer_in(1, 64))
+      ->default_str(std::to_string(o.parallel));
+  add_context_options(cli, o.context, o.kv_type);
+  add_image_size_options(cli, o.min_pixels, o.max_pixels);
+  cli.add_option("--timeout", o.timeout_s, "per request, queueing included; 0: none")->check(seconds_in(1e7))
+      ->type_name("SEC")->default_str("600");
+  cli.add_option("--queue", o.queue, "requests waiting for a slot; more get 503")->type_name("N")
+      ->check(integer_in(0, 100000))->default_str(std::to_string(o.queue));
+  cli.add_option("--api-key", o.api_keys, "require 'Authorization: Bearer KEY' (repeatable: any of the keys)")
+      ->type_name("KEY")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->allow_extra_args(false);
+  cli.add_option("--cors", o.cors_origins, "allow browser requests from ORIGIN, or * (repeatable)")->type_name("ORIGIN")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->allow_extra_args(false);
+  cli.add_option("--allowed-host", o.allowed_hosts,
+                 "accept requests whose Host is NAME (repeatable; * for any); IP addresses, localhost and --host are "
+                 "always accepted")
+      ->type_name("NAME")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->allow_extra_args(false);
+  cli.add_option("--max-connections", o.max_connections, "connections open at once; more get 503")->type_name("N")
+      ->check(integer_in(1, 100000))->default_str(std::to_string(o.max_connections));
+  cli.add_option("--image-dir", o.image_dir, "allow requests to name local image files inside DIR")->type_name("DIR");
+  cli.add_option("--max-body", o.max_body, "largest request body in bytes (after decompression)")->type_name("BYTES")
+      ->check(integer_in(1024, 1ll << 34))->default_str(std::to_string(o.max_body));
+  cli.add_option("--shutdown-grace", grace, "on SIGTERM/SIGINT, time given to running requests")->check(seconds_in(1e7))
+      ->type_name("SEC")->default_str("10");
+  cli.add_flag("--quiet", quiet, "no access log");
+  add_environment_names(cli);
+  if (auto rc = cli.parse_args(args)) return *rc;
+  const std::string& cmd = cli.command();
+  o.access_log = !quiet;
+  for (const std::string& k : o.api_keys) {
+    if (k.empty()) return fail(cmd, "--api-key is empty");
   }
   if (demo && !model_spec.empty()) return fail(cmd, "give --model or --demo, not both");
   if (!demo && model_spec.empty()) {
-    return fail(cmd, std::string("--model is required: a model directory or a hub id such as "
-                                 "Qwen/Qwen3-VL-2B-Instruct (or --demo for a tiny test model)\n") + kServeUsage);
+    return fail(cmd, "--model is required: a model directory or a hub id such as Qwen/Qwen3-VL-2B-Instruct (or --demo "
+                     "for a tiny test model); run 'qvl serve --help' for the options");
   }
 
   const int threads = o.threads > 0 ? o.threads : ThreadPool::physical_cores();
   server::ModelLoader loader;
+  auto progress = std::make_shared<server::LoadProgress>();
   std::string demo_dir;
   if (demo) {
     if (model_files.empty()) {
@@ -206,10 +145,33 @@ int cmd_serve(const std::vector<std::string>& args) {
       return Model::load(demo_dir, weight_types, threads);
     };
   } else {
-    auto located = resolve_model(model_spec);
-    if (!located.ok()) return fail(cmd, located.status().message());
-    o.model_id = located->id;
-    loader = [dir = located->dir, weight_types, threads]() { return Model::load(dir, weight_types, threads); };
+    // A hub id not in the cache downloads on the inference thread, so /health answers (503 "downloading" with
+    // the percentage) and the download's progress goes to the log meanwhile.
+    ResolveOptions check;
+    check.download = false;
+    auto cached = resolve_model(model_spec, check);
+    if (cached.ok()) {
+      o.model_id = cached->id;
+    } else if (auto spec = hub::parse_model_spec(model_spec); spec.ok() && !std::filesystem::exists(model_spec)) {
+      o.model_id = spec->second;
+    } else {
+      return fail(cmd, cached.status().message());
+    }
+    loader = [model_spec, weight_types, threads, progress]() -> Result<std::unique_ptr<Model>> {
+      ProgressBar bar(stderr, "qvl serve: download", /*tty=*/0);
+      ResolveOptions r;
+      r.on_progress = [&](const hub::Progress& p) {
+        progress->total_bytes.store(p.all_total);
+        progress->done_bytes.store(p.all_done);
+        progress->downloading.store(!p.finished);
+        bar.update(p);
+      };
+      r.on_warning = [](const std::string& w) { std::fprintf(stderr, "qvl serve: warning: %s\n", w.c_str()); };
+      auto located = resolve_model(model_spec, r);
+      progress->downloading.store(false);
+      if (!located.ok()) return located.status();
+      return Model::load(located->dir, weight_types, threads);
+    };
   }
   auto remove_demo = [&] {
     std::error_code ec;
@@ -217,7 +179,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   };
 
   sigset_t stop_signals = block_stop_signals();
-  server::Server server(o, loader);
+  server::Server server(o, loader, progress);
   if (Status s = server.start(); !s.ok()) {
     remove_demo();
     return fail(cmd, s.message());

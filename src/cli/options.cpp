@@ -163,8 +163,8 @@ CLI::Validator integer_in(long long lo, long long hi) {
 CLI::Option* add_model_option(CLI::App& app, std::string& model, ModelSpec spec) {
   if (spec == ModelSpec::kDirectoryOrHubId) {
     return app.add_option("-m,--model", model,
-                          "a model directory, or a hub id such as Qwen/Qwen3-VL-2B-Instruct in the local "
-                          "Hugging Face cache")
+                          "a model directory, or a hub id (Qwen/Qwen3-VL-2B-Instruct, modelscope:ORG/NAME) taken "
+                          "from the hub's local cache, or downloaded into it on first use (qvl pull)")
         ->type_name("DIR|HUB_ID");
   }
   return app.add_option("-m,--model", model,

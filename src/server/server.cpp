@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -77,8 +78,8 @@ bool is_ip_literal(const std::string& host) {
 }  // namespace
 
 struct Server::Impl {
-  Impl(ServerOptions o, ModelLoader l)
-      : options(std::move(o)), load(std::move(l)), scheduler(scheduler_options()),
+  Impl(ServerOptions o, ModelLoader l, std::shared_ptr<const LoadProgress> p)
+      : options(std::move(o)), load(std::move(l)), progress(std::move(p)), scheduler(scheduler_options()),
         ctx{options, scheduler, metrics, {}, 0, {}} {}
 
   SchedulerOptions scheduler_options() {
@@ -154,6 +155,7 @@ struct Server::Impl {
 
   ServerOptions options;
   ModelLoader load;
+  std::shared_ptr<const LoadProgress> progress;  // the loader's download, for /health (may be null)
   Metrics metrics;
   Scheduler scheduler;
   ApiContext ctx;
@@ -173,6 +175,13 @@ void Server::Impl::health(http::Response& res) {
   switch (scheduler.state()) {
     case LoadState::kLoading:
       j["status"] = "loading";
+      if (progress && progress->downloading.load()) {
+        const int64_t done = progress->done_bytes.load(), total = progress->total_bytes.load();
+        j["status"] = "downloading";
+        j["downloaded_bytes"] = done;
+        j["total_bytes"] = total;
+        j["progress"] = total > 0 ? std::floor(1000.0 * static_cast<double>(done) / static_cast<double>(total)) / 10 : 0.0;
+      }
       return send_json(res, 503, j);
     case LoadState::kFailed:
       j["status"] = "error";
@@ -294,8 +303,8 @@ void Server::Impl::add_routes() {
   add_legacy_routes(router, ctx);
 }
 
-Server::Server(ServerOptions options, ModelLoader load)
-    : impl_(std::make_unique<Impl>(std::move(options), std::move(load))) {}
+Server::Server(ServerOptions options, ModelLoader load, std::shared_ptr<const LoadProgress> progress)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(load), std::move(progress))) {}
 
 Server::~Server() { shutdown(0); }
 

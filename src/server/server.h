@@ -2,6 +2,8 @@
 // /metrics and the page, in front of one Scheduler that loads and owns the model.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -11,11 +13,18 @@
 
 namespace qvl::server {
 
+// What the model loader reports while it downloads the model (written by the loader, read by /health).
+struct LoadProgress {
+  std::atomic<bool> downloading{false};
+  std::atomic<int64_t> done_bytes{0};
+  std::atomic<int64_t> total_bytes{0};
+};
+
 class Server {
  public:
   // `load` runs on the inference thread once start() is called; /health answers 503 "loading" until it
-  // returns.
-  Server(ServerOptions options, ModelLoader load);
+  // returns, or 503 "downloading" with the percentage while `progress` says the loader downloads.
+  Server(ServerOptions options, ModelLoader load, std::shared_ptr<const LoadProgress> progress = nullptr);
   ~Server();  // shutdown(0)
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
