@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "model/convert.h"
+#include "test_paths.h"
 #include "tensor/quant.h"
 
 extern char** environ;
@@ -103,6 +104,21 @@ TEST(CliParse, ServeReadsItsOptionsFromQvlEnvironmentVariables) {
   EXPECT_TRUE(contains(r.err, "[1024")) << r.err;
   Ran help = qvl({"serve", "--help"});
   EXPECT_TRUE(contains(help.out, "QVL_")) << help.out;
+}
+
+TEST(CliParse, ServeExitsAtOnceOnABrokenModelDirectory) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("qvl-cli-badcfg-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (const auto& e : std::filesystem::directory_iterator(qvl::test::model_files_dir())) {
+    if (e.path().extension() == ".json") std::filesystem::copy_file(e.path(), dir / e.path().filename(),
+                                                                    std::filesystem::copy_options::overwrite_existing);
+  }
+  std::ofstream(dir / "config.json") << R"({"model_type": "qwen3_vl", "text_config": 5)";
+  Ran r = qvl({"serve", "--model", dir.string(), "--port", "1"});
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "config.json")) << r.err;
+  EXPECT_FALSE(contains(r.err, "listening")) << r.err;
 }
 
 TEST(CliHelp, TopLevelHelpListsTheCommands) {

@@ -13,6 +13,9 @@
 #include "cli/options.h"
 #include "cli/progress_bar.h"
 #include "model/bundled_files.h"
+#include "model/config.h"
+#include "model/generation_config.h"
+#include "model/image_processor.h"
 #include "model/test_model.h"
 #include "model/resolve.h"
 #include "server/server.h"
@@ -152,6 +155,12 @@ int cmd_serve(const std::vector<std::string>& args) {
     auto cached = resolve_model(model_spec, check);
     if (cached.ok()) {
       o.model_id = cached->id;
+      // A model directory at hand is checked before listening, so a broken one exits at once, as any other
+      // bad argument does (the weights are read in the background).
+      Status st = ModelConfig::load(cached->dir).status();
+      if (st.ok()) st = GenerationConfig::load(cached->dir).status();
+      if (st.ok()) st = ImageProcessorConfig::load(cached->dir).status();
+      if (!st.ok()) return fail(cmd, st.message());
     } else if (auto spec = hub::parse_model_spec(model_spec); spec.ok() && !std::filesystem::exists(model_spec)) {
       o.model_id = spec->second;
     } else {

@@ -32,6 +32,7 @@ struct GenerateOptions {
 struct GenerateTimings {
   double preprocess_ms = 0, vision_ms = 0, prefill_ms = 0, decode_ms = 0, ttft_ms = 0;
   int prompt_tokens = 0, image_tokens = 0, generated_tokens = 0;
+  int images = 0;
 };
 
 enum class FinishReason { kStop, kLength, kCancelled };

@@ -43,6 +43,7 @@ Status Session::start(ThreadPool& pool, const std::vector<ChatMessage>& messages
     image_tokens.push_back(p->num_tokens());
     grids.push_back({p->grid_t, p->grid_h, p->grid_w});
     tm.image_tokens += p->num_tokens();
+    ++tm.images;
     pre.push_back(std::move(p).value());
   }
   tm.preprocess_ms = now_ms() - t0;

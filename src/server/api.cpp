@@ -5,6 +5,8 @@
 #include <cmath>
 #include <random>
 
+#include "server/json_limits.h"
+
 namespace qvl::server {
 
 namespace {
@@ -63,6 +65,8 @@ void send_error(http::Response& res, ApiFamily family, const ApiError& e) {
 
 Result<json> parse_json_body(const http::Request& req) {
   if (req.body.empty()) return Status::Error("the request body is empty; expected a JSON object");
+  // Depth, value count and string length bounded before the parser (and later copies) see the document.
+  QVL_RETURN_IF_ERROR(check_json_limits(req.body).with_context("the request body"));
   try {
     json j = json::parse(req.body);
     if (!j.is_object()) return Status::Error(std::string("the request body must be a JSON object, got ") + j.type_name());
@@ -72,6 +76,12 @@ Result<json> parse_json_body(const http::Request& req) {
     std::string what = e.what();
     const size_t at = what.find("parse error");
     return Status::Error("the request body is not valid JSON: " + (at == std::string::npos ? what : what.substr(at)));
+  } catch (const json::exception& e) {
+    // out_of_range.406: a number too large for a double (1e400).
+    std::string what = e.what();
+    const size_t at = what.find("] ");
+    return Status::Error("the request body has a value JSON cannot hold: " +
+                         (at == std::string::npos ? what : what.substr(at + 2)) + "; numbers must fit a double");
   }
 }
 
@@ -191,12 +201,20 @@ ApiError job_error(const JobUpdate& u) {
   return {500, "internal error: no job error"};
 }
 
+ImageBudget image_budget(const ApiContext& ctx, const GenerateOptions& options) {
+  const Model* model = ctx.scheduler.model();
+  const ImageProcessorConfig pc = model ? model->image_config() : ImageProcessorConfig{};
+  return ImageBudget(options.context, options.image.min_pixels > 0 ? options.image.min_pixels : pc.min_pixels,
+                     options.image.max_pixels > 0 ? options.image.max_pixels : pc.max_pixels, pc.factor());
+}
+
 std::optional<ApiError> make_inference_request(const ApiContext& ctx,
                                                const std::vector<std::pair<std::string, std::string>>& images,
                                                std::vector<ChatMessage> messages, GenerateOptions options,
                                                InferenceRequest& out) {
+  ImageBudget budget = image_budget(ctx, options);
   for (const auto& [ref, where] : images) {
-    auto img = load_request_image(ref, ctx.images, where);
+    auto img = load_request_image(ref, ctx.images, where, &budget);
     if (!img.ok()) return ApiError{400, img.status().message(), "invalid_image", where};
     out.images.push_back(std::move(img).value());
   }

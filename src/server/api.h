@@ -91,6 +91,10 @@ struct Admitted {
   bool client_gone = false;
 };
 
+// What a request's images may cost (tokens within its context, each image sized as the model's preprocessing
+// will size it), checked from each image's header before it is decoded.
+ImageBudget image_budget(const ApiContext& ctx, const GenerateOptions& options);
+
 // The engine request for one parsed chat request: its images ((reference, where) in prompt order) loaded
 // under the server's image policy, and the server's timeout. A bad image is a 400 naming where it is.
 std::optional<ApiError> make_inference_request(const ApiContext& ctx,

@@ -1,6 +1,8 @@
 // The endpoints of the deployments qvl replaces, kept byte-compatible for their clients:
 // POST /v1/vision/completion (multipart image + prompt -> {"result"}) and POST /chat (JSON image + question ->
 // an SSE stream of {"delta"} events ending with [DONE]).
+#include <algorithm>
+
 #include "server/api.h"
 #include "server/http/multipart.h"
 
@@ -9,12 +11,15 @@ namespace qvl::server {
 namespace {
 
 constexpr const char* kDefaultPrompt = "请描述这张图片";  // "Describe this picture"
+// The deployments these endpoints replace capped answers at 512 tokens when the request names no limit.
+constexpr int kDefaultMaxTokens = 512;
 
 InferenceRequest one_turn(const ApiContext& ctx, std::string prompt, std::vector<ImageRGB> images) {
   InferenceRequest ir;
   ir.messages.push_back(user_message(images.size(), std::move(prompt)));
   ir.images = std::move(images);
   ir.options = ctx.defaults;
+  ir.options.max_tokens = std::min(ir.options.max_tokens, kDefaultMaxTokens);
   ir.options.sampling.seed = random_seed();
   ir.timeout_s = ctx.options.timeout_s;
   return ir;
@@ -47,7 +52,8 @@ void vision_completion(ApiContext& ctx, const http::Request& req, http::Response
   const http::FormField* prompt_field = http::find_field(*form, "prompt");
   std::string prompt = prompt_field ? prompt_field->content : "";
   if (prompt.empty()) prompt = kDefaultPrompt;
-  auto img = decode_request_image(bytes, ctx.images, "image");
+  ImageBudget budget = image_budget(ctx, ctx.defaults);
+  auto img = decode_request_image(bytes, ctx.images, "image", &budget);
   if (!img.ok()) return fail({400, img.status().message()});
   std::vector<ImageRGB> images;
   images.push_back(std::move(img).value());
@@ -79,7 +85,8 @@ void chat(ApiContext& ctx, const http::Request& req, http::Response& res) {
   if (question.empty()) return fail({400, "question: missing or empty; expected {\"image\": \"<base64>\", \"question\": \"...\"}"});
   std::vector<ImageRGB> images;
   if (!image.empty()) {
-    auto img = load_request_image(image, ctx.images, "image");
+    ImageBudget budget = image_budget(ctx, ctx.defaults);
+    auto img = load_request_image(image, ctx.images, "image", &budget);
     if (!img.ok()) return fail({400, img.status().message()});
     images.push_back(std::move(img).value());
   }

@@ -106,6 +106,7 @@ struct Server::Impl {
       GenerationSample g;
       g.prompt_tokens = t.prompt_tokens;
       g.image_tokens = t.image_tokens;
+      g.images = t.images;
       g.generated_tokens = t.generated_tokens;
       g.ttft_s = t.generated_tokens > 0 ? (u.queue_ms + t.ttft_ms) / 1000 : -1;
       g.duration_s = u.total_ms / 1000;

@@ -186,10 +186,11 @@ def big_png(w, h):
 
 
 def bad_images():
-    """(name, bytes): corrupt, truncated and bomb images of every format."""
+    """(name, bytes, kind): corrupt, truncated and bomb images of every format. Files Pillow refuses must be
+    refused; damaged files Pillow still decodes (a truncated GIF frame, flipped bits in JPEG data) may answer."""
     out = []
     for f in sorted((IMAGES / "bad").iterdir()):
-        out.append((f"bad/{f.name}", f.read_bytes()))
+        out.append((f"bad/{f.name}", f.read_bytes(), "error"))
     for name in ["jpeg_baseline_420_640x480.jpg", "png_rgb8_256x256.png", "webp_lossless_64x64.webp",
                  "gif_animated_40x30.gif", "bmp24_33x17.bmp", "jpeg_progressive_64x48.jpg"]:
         p = IMAGES / name
@@ -197,14 +198,14 @@ def bad_images():
             continue
         data = p.read_bytes()
         for frac in (0.05, 0.3, 0.7):
-            out.append((f"{name}[:{frac}]", data[: max(1, int(len(data) * frac))]))
+            out.append((f"{name}[:{frac}]", data[: max(1, int(len(data) * frac))], "valid"))
         flipped = bytearray(data)
         for i in range(16, len(flipped), max(1, len(flipped) // 9)):
             flipped[i] ^= 0xFF
-        out.append((f"{name} bit-flipped", bytes(flipped)))
-    out.append(("png 60000x60000 header", png_header_only(60000, 60000)))
-    out.append(("png 1x100000 header", png_header_only(1, 100000)))
-    out.append(("png 9999x9999 valid", big_png(9999, 9999)))
+        out.append((f"{name} bit-flipped", bytes(flipped), "valid"))
+    out.append(("png 60000x60000 header", png_header_only(60000, 60000), "error"))
+    out.append(("png 1x100000 header", png_header_only(1, 100000), "error"))
+    out.append(("png 9999x9999 (over the context)", big_png(9999, 9999), "error"))
     return out
 
 
@@ -234,10 +235,12 @@ def table(port):
                   {"messages": [{"role": "user", "content": 5}]}, {"messages": [{"role": "wizard", "content": "x"}]},
                   {"messages": [{"role": "user", "content": [{"type": "image_url"}]}]},
                   {"messages": [{"role": "user", "content": [{"type": "video_url", "video_url": {"url": "x"}}]}]},
-                  {"messages": [{"role": "user", "content": [{"type": "text"}]}]},
                   {"messages": [{"role": "user", "content": [{"type": "text", "text": 7}]}]}]
     for b in openai_bad:
         add("types", f"openai {json.dumps(b)[:60]}", request("POST", "/v1/chat/completions", js(b), JSON, port))
+    # A text part without "text" renders as empty text, as the chat template does: legal.
+    add("types", "openai text part without text", request("POST", "/v1/chat/completions", js(
+        {"max_tokens": 2, "messages": [{"role": "user", "content": [{"type": "text"}]}]}), JSON, port), "valid")
     numbers = [("temperature", "1e400"), ("temperature", "-1"), ("temperature", '"hot"'), ("top_p", "5"),
                ("top_p", "-0.1"), ("top_k", "-5"), ("top_k", "1e30"), ("max_tokens", "-1"), ("max_tokens", "0.5"),
                ("max_tokens", "1e20"), ("max_tokens", "99999999999999999999999"), ("max_tokens", '"many"'),
@@ -246,16 +249,19 @@ def table(port):
                ("repetition_penalty", "-1e308"), ("stop", "5"), ("stop", "[1,2]"), ("n", "5"), ("logprobs", "true"),
                ("stream", '"yes"'), ("response_format", '{"type": "xml"}'),
                ("max_completion_tokens", "-7"), ("stream_options", "5")]
+    legal = {("seed", "-1")}  # -1: "pick one", as llama.cpp and Ollama clients send it
     for key, value in numbers:
         body = b'{"model":"x","messages":[{"role":"user","content":"hi"}],"max_tokens":2,"' + key.encode() + \
             b'":' + value.encode() + b"}"
         if key == "max_tokens":
             body = b'{"model":"x","messages":[{"role":"user","content":"hi"}],"max_tokens":' + value.encode() + b"}"
-        add("numbers", f"openai {key}={value}", request("POST", "/v1/chat/completions", body, JSON, port))
+        add("numbers", f"openai {key}={value}", request("POST", "/v1/chat/completions", body, JSON, port),
+            "valid" if (key, value) in legal else "error")
         obody = b'{"model":"x","prompt":"hi","stream":false,"options":{"num_predict":2,"' + key.encode() + \
             b'":' + value.encode() + b"}}"
-        kind = "error" if key in ("temperature", "top_p", "top_k", "seed", "min_p", "repetition_penalty", "stop",
-                                  "presence_penalty", "frequency_penalty") else "valid"
+        # Ollama's names; others (repetition_penalty, max_tokens, ...) are not Ollama options and are ignored.
+        kind = "error" if key in ("temperature", "top_p", "top_k", "seed", "min_p", "stop", "presence_penalty",
+                                  "frequency_penalty") and (key, value) not in legal else "valid"
         add("numbers", f"ollama options.{key}={value}", request("POST", "/api/generate", obody, JSON, port), kind)
     for value in ["-1", "1e400", '"x"', "0.5"]:
         add("numbers", f"ollama num_predict={value}", request(
@@ -301,20 +307,20 @@ def table(port):
             add("base64", f"{path} image {ref[:30]!r}", request("POST", path, js(image_request(path, ref)), JSON, port))
 
     # --- corrupt, truncated and bomb images of every format
-    for name, data in bad_images():
+    for name, data, image_kind in bad_images():
         ref = "data:image/png;base64," + base64.b64encode(data).decode()
         if len(ref) > MAX_BODY - 1000:
             continue
         for path in ("/v1/chat/completions", "/api/chat", "/chat"):
             add("images", f"{path} {name}", request("POST", path, js(image_request(path, ref)), JSON, port),
-                timeout=20)
+                image_kind, timeout=20)
         boundary = "qvlBOUNDARY"
         form = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"image\"; filename=\"a\"\r\n"
                 f"Content-Type: application/octet-stream\r\n\r\n").encode() + data + \
             f"\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"max_tokens\"\r\n\r\n2\r\n--{boundary}--\r\n".encode()
         add("images", f"multipart {name}", request("POST", "/v1/vision/completion", form,
                                                    {"Content-Type": f"multipart/form-data; boundary={boundary}"}, port),
-            timeout=20)
+            image_kind, timeout=20)
 
     # --- malformed multipart
     mp = {"Content-Type": "multipart/form-data; boundary=XyZ"}
@@ -367,6 +373,13 @@ def table(port):
     ]
     for name, raw in http_rows:
         add("http", name, raw, "http_error")
+    # DNS rebinding and cross-site requests against every endpoint: refused from the header alone.
+    for path in list(ENDPOINTS) + ["/v1/vision/completion"]:
+        for hdrs in ({"Host": "rebind.attacker.example"}, {"Host": f"rebind.attacker.example:{port}"},
+                     {"Origin": "http://attacker.example", "Content-Type": "text/plain"},
+                     {"Origin": f"http://localhost.attacker.example:{port}"}):
+            add("http", f"{path} {hdrs}", request("POST", path, js(ENDPOINTS.get(path, ENDPOINTS["/chat"])("hi")),
+                                                   hdrs, port))
     return rows
 
 

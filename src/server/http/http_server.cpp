@@ -376,7 +376,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void on_body(beast::error_code ec) {
     if (ec == bhttp::error::body_limit) return fail(413, too_large());  // chunked: the running total passed it
-    if (ec || !req_) return abandon();  // timed out (the stream is closed), went away, broke the framing, or was closed
+    if (ec && req_ && ec.category() == bhttp::make_error_code(bhttp::error::bad_chunk).category() && ec != bhttp::error::partial_message &&
+        ec != bhttp::error::end_of_stream) {
+      return fail(400, "malformed HTTP request body: " + ec.message());  // broken framing (a bad chunk size)
+    }
+    if (ec || !req_) return abandon();  // timed out (the stream is closed), went away, or was closed
     stream_.expires_never();
     Request& req = *req_;
     req.body = std::move(parser_->get().body());
