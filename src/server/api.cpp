@@ -63,12 +63,14 @@ void send_error(http::Response& res, ApiFamily family, const ApiError& e) {
   send_json(res, e.status, json{{"error", e.message}});
 }
 
-Result<json> parse_json_body(const http::Request& req) {
-  if (req.body.empty()) return Status::Error("the request body is empty; expected a JSON object");
+Result<json> parse_json_body(const http::Request& req) { return parse_json_text(req.body); }
+
+Result<json> parse_json_text(std::string_view text) {
+  if (text.empty()) return Status::Error("the request body is empty; expected a JSON object");
   // Depth, value count and string length bounded before the parser (and later copies) see the document.
-  QVL_RETURN_IF_ERROR(check_json_limits(req.body).with_context("the request body"));
+  QVL_RETURN_IF_ERROR(check_json_limits(text).with_context("the request body"));
   try {
-    json j = json::parse(req.body);
+    json j = json::parse(text);
     if (!j.is_object()) return Status::Error(std::string("the request body must be a JSON object, got ") + j.type_name());
     return j;
   } catch (const json::parse_error& e) {

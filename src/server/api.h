@@ -60,6 +60,8 @@ void send_json(http::Response& res, int status, const json& body);
 
 // The request body as JSON; the error says where the JSON breaks.
 Result<json> parse_json_body(const http::Request& req);
+// The same for body text: empty, over the JSON limits, not JSON or not an object is an error.
+Result<json> parse_json_text(std::string_view text);
 
 // Typed optional fields of a JSON object: absent or null leaves `out` as it is; a value of the wrong type
 // is an error naming `where`.`key`. Numbers given as integers are accepted for floats.

@@ -5,34 +5,23 @@
 
 #include "server/api.h"
 #include "server/http/multipart.h"
+#include "server/legacy_request.h"
 
 namespace qvl::server {
 
 namespace {
 
 constexpr const char* kDefaultPrompt = "请描述这张图片";  // "Describe this picture"
-// The deployments these endpoints replace capped answers at 512 tokens when the request names no limit.
-constexpr int kDefaultMaxTokens = 512;
 
 InferenceRequest one_turn(const ApiContext& ctx, std::string prompt, std::vector<ImageRGB> images) {
   InferenceRequest ir;
   ir.messages.push_back(user_message(images.size(), std::move(prompt)));
   ir.images = std::move(images);
   ir.options = ctx.defaults;
-  ir.options.max_tokens = std::min(ir.options.max_tokens, kDefaultMaxTokens);
+  ir.options.max_tokens = std::min(ir.options.max_tokens, kLegacyDefaultMaxTokens);
   ir.options.sampling.seed = random_seed();
   ir.timeout_s = ctx.options.timeout_s;
   return ir;
-}
-
-Status parse_form_max_tokens(const std::string& text, int& out) {
-  json j;
-  try {
-    j = json{{"max_tokens", json::parse(text)}};
-  } catch (const json::exception&) {
-    return Status::Error("max_tokens: expected an integer, got '" + text.substr(0, 40) + "'");
-  }
-  return read_max_tokens(j, "max_tokens", out);
 }
 
 // POST /v1/vision/completion: multipart/form-data with an "image" file and an optional "prompt".
@@ -79,19 +68,18 @@ void chat(ApiContext& ctx, const http::Request& req, http::Response& res) {
   if (auto e = check_ready(ctx)) return fail(*e);
   auto body = parse_json_body(req);
   if (!body.ok()) return fail({400, body.status().message()});
-  std::string question, image;
-  if (Status s = read_string(*body, "question", question); !s.ok()) return fail({400, s.message()});
-  if (Status s = read_string(*body, "image", image); !s.ok()) return fail({400, s.message()});
-  if (question.empty()) return fail({400, "question: missing or empty; expected {\"image\": \"<base64>\", \"question\": \"...\"}"});
+  auto parsed = parse_legacy_chat(*body, ctx.defaults);
+  if (!parsed.ok()) return fail({400, parsed.status().message()});
+  LegacyChatRequest& r = *parsed;
   std::vector<ImageRGB> images;
-  if (!image.empty()) {
+  if (!r.image.empty()) {
     ImageBudget budget = image_budget(ctx, ctx.defaults);
-    auto img = load_request_image(image, ctx.images, "image", &budget);
+    auto img = load_request_image(r.image, ctx.images, "image", &budget);
     if (!img.ok()) return fail({400, img.status().message()});
     images.push_back(std::move(img).value());
   }
-  InferenceRequest ir = one_turn(ctx, std::move(question), std::move(images));
-  if (Status s = read_max_tokens(*body, "max_tokens", ir.options.max_tokens); !s.ok()) return fail({400, s.message()});
+  InferenceRequest ir = one_turn(ctx, std::move(r.question), std::move(images));
+  ir.options.max_tokens = r.max_tokens;
   const http::PeerWatch& watch = req.peer;
   Admitted a = submit_and_wait_start(ctx, std::move(ir), watch);
   if (a.error) return fail(*a.error);

@@ -1,0 +1,35 @@
+// The Ollama request bodies (POST /api/chat and /api/generate) read into one plain request struct.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/generate.h"
+#include "tokenizer/chat_format.h"
+#include "util/status.h"
+
+namespace qvl::server {
+
+// The request fields /api/chat and /api/generate share.
+struct OllamaRequest {
+  std::string model;
+  std::vector<ChatMessage> messages;
+  std::vector<std::pair<std::string, std::string>> images;  // (base64, where), in prompt order
+  GenerateOptions options;
+  bool stream = true;  // Ollama streams unless told not to
+};
+
+// Reads a parsed /api/chat body (an object) over `defaults`; `empty` is set for a request without messages
+// (Ollama's "load the model" call). An error names the field, what it expected and what it got.
+Result<OllamaRequest> parse_ollama_chat(const nlohmann::ordered_json& body, const GenerateOptions& defaults,
+                                        bool& empty);
+
+// Reads a parsed /api/generate body: an optional system prompt and one user turn of images then the prompt;
+// `empty` is set when it has neither prompt nor images.
+Result<OllamaRequest> parse_ollama_generate(const nlohmann::ordered_json& body, const GenerateOptions& defaults,
+                                            bool& empty);
+
+}  // namespace qvl::server

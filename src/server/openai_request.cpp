@@ -1,0 +1,123 @@
+// The OpenAI chat-completion request body (POST /v1/chat/completions) read into a plain request struct.
+#include "server/openai_request.h"
+
+#include "server/api.h"
+#include "tokenizer/chat_json.h"
+
+namespace qvl::server {
+
+namespace {
+
+std::string type_of(const json& part) {
+  auto it = part.find("type");
+  return it != part.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// The image reference of an image part: {"type": "image_url", "image_url": {"url": ...}} (OpenAI), with
+// "image_url" a bare string, or {"type": "image", "image": ...} (transformers).
+Result<std::string> image_ref(const json& part, const std::string& where) {
+  const char* hint = "; expected {\"type\": \"image_url\", \"image_url\": {\"url\": \"data:image/jpeg;base64,...\"}}";
+  if (auto it = part.find("image_url"); it != part.end()) {
+    if (it->is_string()) return it->get<std::string>();
+    if (it->is_object()) {
+      auto url = it->find("url");
+      if (url != it->end() && url->is_string()) return url->get<std::string>();
+    }
+    return Status::Error(where + ".image_url: expected an object with a string \"url\"" + hint);
+  }
+  if (auto it = part.find("image"); it != part.end() && it->is_string()) return it->get<std::string>();
+  return Status::Error(where + ": an image part without an image" + hint);
+}
+
+// Collects the image references in the order the chat template emits them and refuses what the model
+// cannot take (video, audio, files).
+Status collect_images(const json& messages, ChatCompletionRequest& out) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& content = messages[i].is_object() && messages[i].contains("content") ? messages[i]["content"] : json();
+    if (!content.is_array()) continue;
+    for (size_t j = 0; j < content.size(); ++j) {
+      const json& part = content[j];
+      const std::string where = "messages[" + std::to_string(i) + "].content[" + std::to_string(j) + "]";
+      if (!part.is_object()) continue;  // chat_messages_from_json reports it
+      const std::string type = type_of(part);
+      // The same test, in the same order, as the chat template (and chat_messages_from_json).
+      if (type == "image" || part.contains("image") || part.contains("image_url")) {
+        QVL_ASSIGN_OR_RETURN(std::string ref, image_ref(part, where));
+        out.images.emplace_back(std::move(ref), where + (part.contains("image_url") ? ".image_url" : ".image"));
+      } else if (type == "video" || part.contains("video")) {
+        return Status::Error(where + ": video input is not supported; send frames as images");
+      } else if (!type.empty() && type != "text") {
+        return Status::Error(where + ".type: '" + type + "' is not supported; use \"text\" or \"image_url\"");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ChatCompletionRequest> parse_chat_completion(const json& body, const GenerateOptions& defaults) {
+  ChatCompletionRequest r;
+  r.options = defaults;
+  QVL_RETURN_IF_ERROR(read_string(body, "model", r.model));
+  auto msgs = body.find("messages");
+  if (msgs == body.end()) return Status::Error("messages: missing; expected a list of {\"role\", \"content\"}");
+  if (!msgs->is_array() || msgs->empty()) return Status::Error("messages: expected a non-empty list of messages");
+  QVL_ASSIGN_OR_RETURN(r.messages, chat_messages_from_json(*msgs));
+  for (size_t i = 0; i < r.messages.size(); ++i) {
+    std::string& role = r.messages[i].role;
+    if (role == "developer") role = "system";
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
+      return Status::Error("messages[" + std::to_string(i) + "].role: '" + role +
+                           "' is not a role; expected system, user, assistant or tool");
+    }
+  }
+  QVL_RETURN_IF_ERROR(collect_images(*msgs, r));
+  if (auto tools = body.find("tools"); tools != body.end()) {
+    QVL_ASSIGN_OR_RETURN(r.options.chat.tools, chat_tools_from_json(*tools));
+  }
+
+  QVL_RETURN_IF_ERROR(read_bool(body, "stream", r.stream));
+  if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
+    if (!so->is_object()) return Status::Error("stream_options: expected an object such as {\"include_usage\": true}");
+    QVL_RETURN_IF_ERROR(read_bool(*so, "include_usage", r.include_usage, "stream_options"));
+  }
+  QVL_RETURN_IF_ERROR(read_max_tokens(body, "max_tokens", r.options.max_tokens));
+  QVL_RETURN_IF_ERROR(read_max_tokens(body, "max_completion_tokens", r.options.max_tokens));
+  SamplingParams& sp = r.options.sampling;
+  QVL_RETURN_IF_ERROR(read_float(body, "temperature", sp.temperature));
+  QVL_RETURN_IF_ERROR(read_float(body, "top_p", sp.top_p));
+  QVL_RETURN_IF_ERROR(read_float(body, "min_p", sp.min_p));
+  QVL_RETURN_IF_ERROR(read_float(body, "presence_penalty", sp.presence_penalty));
+  QVL_RETURN_IF_ERROR(read_float(body, "frequency_penalty", sp.frequency_penalty));
+  QVL_RETURN_IF_ERROR(read_float(body, "repetition_penalty", sp.repetition_penalty));
+  int64_t top_k = sp.top_k;
+  QVL_RETURN_IF_ERROR(read_int(body, "top_k", top_k));
+  if (top_k == -1) top_k = 0;  // vLLM's "off"
+  if (top_k < 0 || top_k > (1 << 30)) return Status::Error("top_k: must be >= 0 (or -1: off), got " + std::to_string(top_k));
+  sp.top_k = static_cast<int>(top_k);
+  int64_t seed = 0;
+  sp.seed = random_seed();
+  if (body.contains("seed") && !body["seed"].is_null()) {
+    QVL_RETURN_IF_ERROR(read_int(body, "seed", seed));
+    sp.seed = static_cast<uint64_t>(seed);
+  }
+  QVL_RETURN_IF_ERROR(read_stop(body, "stop", r.options.stop));
+  if (Status s = sp.validate(); !s.ok()) return s;
+
+  int64_t n = 1;
+  QVL_RETURN_IF_ERROR(read_int(body, "n", n));
+  if (n != 1) return Status::Error("n: only 1 choice per request is supported, got " + std::to_string(n));
+  bool logprobs = false;
+  QVL_RETURN_IF_ERROR(read_bool(body, "logprobs", logprobs));
+  if (logprobs) return Status::Error("logprobs: not supported; leave it out or set it to false");
+  if (auto rf = body.find("response_format"); rf != body.end() && rf->is_object()) {
+    const std::string type = type_of(*rf);
+    if (!type.empty() && type != "text") {
+      return Status::Error("response_format: '" + type + "' is not supported; only plain text output is");
+    }
+  }
+  return r;
+}
+
+}  // namespace qvl::server

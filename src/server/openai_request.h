@@ -1,0 +1,30 @@
+// The OpenAI chat-completion request body (POST /v1/chat/completions) read into a plain request struct.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/generate.h"
+#include "tokenizer/chat_format.h"
+#include "util/status.h"
+
+namespace qvl::server {
+
+struct ChatCompletionRequest {
+  std::string model;
+  std::vector<ChatMessage> messages;
+  std::vector<std::pair<std::string, std::string>> images;  // (reference, where), in prompt order
+  GenerateOptions options;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+// Reads a parsed body (an object) over `defaults`; an error names the field, what it expected and what it got.
+// Images are only collected as references here: loading them is the handler's.
+Result<ChatCompletionRequest> parse_chat_completion(const nlohmann::ordered_json& body,
+                                                    const GenerateOptions& defaults);
+
+}  // namespace qvl::server
