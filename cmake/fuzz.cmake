@@ -49,8 +49,6 @@ function(qvl_add_fuzz_target name)
   endif()
 endfunction()
 
-# JSON request parsers of each API and the multipart parser: to be added as fuzz targets once their
-# rewrite in src/server/ lands (one line each).
 qvl_add_fuzz_target(images)       # decode_image: JPEG, PNG, WebP, GIF, BMP
 qvl_add_fuzz_target(exif)         # EXIF / XMP / raw-profile orientation inside valid images
 qvl_add_fuzz_target(safetensors)  # safetensors header and shard index
@@ -58,6 +56,8 @@ qvl_add_fuzz_target(quantized)    # quantized weights (U8 blocks + metadata) bou
 qvl_add_fuzz_target(chat)         # chat JSON -> messages -> chat template
 qvl_add_fuzz_target(tokenizer)    # tokenizer.json's BPE on any bytes, both modes
 qvl_add_fuzz_target(config)       # config.json
+qvl_add_fuzz_target(api_json)     # request bodies: JSON limits + parse -> OpenAI, Ollama chat/generate, /chat
+qvl_add_fuzz_target(multipart)    # multipart/form-data bodies (POST /v1/vision/completion)
 
 # Open findings (tests/fuzz/findings/README.md) that a bounded run finds again within seconds: their bounded
 # run stays off until the bug is fixed (the corpus replay still runs). Re-enable by deleting the name here.

@@ -1,0 +1,72 @@
+// Fuzz target: the JSON request bodies of every API — bytes -> parse_json_text (the JSON limits, then the
+// parser, as a request body goes) -> parse_chat_completion (OpenAI), parse_ollama_chat, parse_ollama_generate
+// and parse_legacy_chat (/chat) over default GenerateOptions. Nothing may throw out; a refusal says why; an
+// accepted request has one image reference per image part, known roles and sampling that validates.
+#include <cstdint>
+#include <string_view>
+
+#include "server/api.h"
+#include "server/legacy_request.h"
+#include "server/ollama_request.h"
+#include "server/openai_request.h"
+#include "util/status.h"
+
+namespace {
+
+size_t image_parts(const std::vector<qvl::ChatMessage>& messages) {
+  size_t n = 0;
+  for (const qvl::ChatMessage& m : messages) {
+    QVL_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "tool");
+    for (const qvl::ContentPart& p : m.content_parts) n += p.kind == qvl::ContentPart::Kind::kImage;
+  }
+  return n;
+}
+
+// What every accepted request must hold before it reaches the scheduler.
+void check_options(const qvl::GenerateOptions& o) {
+  QVL_CHECK(o.max_tokens >= 0 && o.max_tokens <= (1 << 20));
+  QVL_CHECK(o.sampling.validate().ok());
+  QVL_CHECK(o.sampling.top_k >= 0);
+}
+
+template <class T>
+bool refused(const qvl::Result<T>& r) {
+  if (r.ok()) return false;
+  QVL_CHECK(!r.status().message().empty());
+  return true;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace qvl::server;
+  const auto body = parse_json_text(std::string_view(reinterpret_cast<const char*>(data), size));
+  if (refused(body)) return 0;
+  QVL_CHECK(body->is_object());
+  const qvl::GenerateOptions defaults;
+
+  if (auto r = parse_chat_completion(*body, defaults); !refused(r)) {
+    QVL_CHECK(!r->messages.empty());
+    QVL_CHECK(image_parts(r->messages) == r->images.size());
+    for (const auto& [ref, where] : r->images) QVL_CHECK(!where.empty());
+    check_options(r->options);
+  }
+  bool empty = false;
+  if (auto r = parse_ollama_chat(*body, defaults, empty); !refused(r)) {
+    QVL_CHECK(empty == r->messages.empty());
+    if (!empty) QVL_CHECK(image_parts(r->messages) == r->images.size());
+    check_options(r->options);
+  }
+  if (auto r = parse_ollama_generate(*body, defaults, empty); !refused(r)) {
+    if (!empty) {
+      QVL_CHECK(!r->messages.empty() && r->messages.back().role == "user");
+      QVL_CHECK(image_parts(r->messages) == r->images.size());
+    }
+    check_options(r->options);
+  }
+  if (auto r = parse_legacy_chat(*body, defaults); !refused(r)) {
+    QVL_CHECK(!r->question.empty());
+    QVL_CHECK(r->max_tokens >= 1 && r->max_tokens <= (1 << 20));
+  }
+  return 0;
+}
