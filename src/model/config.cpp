@@ -1,10 +1,12 @@
 // The model's hyper-parameters, read from a model directory's config.json (Qwen3VLForConditionalGeneration).
 #include "model/config.h"
 
+#include <cmath>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 
+#include "model/json_fields.h"
 #include "util/file.h"
 
 namespace qvl {
@@ -26,30 +28,31 @@ Result<ModelConfig> ModelConfig::parse(const std::string& json_text, const std::
   try {
     const auto& v = j["vision_config"];
     VisionConfig& vc = c.vision;
-    vc.depth = v.value("depth", vc.depth);
-    vc.hidden_size = v.value("hidden_size", vc.hidden_size);
-    vc.intermediate_size = v.value("intermediate_size", vc.intermediate_size);
-    vc.num_heads = v.value("num_heads", vc.num_heads);
-    vc.patch_size = v.value("patch_size", vc.patch_size);
-    vc.temporal_patch_size = v.value("temporal_patch_size", vc.temporal_patch_size);
-    vc.spatial_merge_size = v.value("spatial_merge_size", vc.spatial_merge_size);
-    vc.in_channels = v.value("in_channels", vc.in_channels);
-    vc.out_hidden_size = v.value("out_hidden_size", vc.out_hidden_size);
-    vc.num_position_embeddings = v.value("num_position_embeddings", vc.num_position_embeddings);
-    if (v.contains("deepstack_visual_indexes")) vc.deepstack_visual_indexes = v["deepstack_visual_indexes"].get<std::vector<int>>();
+    QVL_RETURN_IF_ERROR(read_int_field(v, "depth", vc.depth, where + ": vision_config"));
+    QVL_RETURN_IF_ERROR(read_int_field(v, "hidden_size", vc.hidden_size, where + ": vision_config"));
+    QVL_RETURN_IF_ERROR(read_int_field(v, "intermediate_size", vc.intermediate_size, where + ": vision_config"));
+    QVL_RETURN_IF_ERROR(read_int_field(v, "num_heads", vc.num_heads, where + ": vision_config"));
+    QVL_RETURN_IF_ERROR(read_int_field(v, "patch_size", vc.patch_size, where + ": vision_config"));
+    QVL_RETURN_IF_ERROR(read_int_field(v, "temporal_patch_size", vc.temporal_patch_size, where + ": vision_config"));
+    QVL_RETURN_IF_ERROR(read_int_field(v, "spatial_merge_size", vc.spatial_merge_size, where + ": vision_config"));
+    QVL_RETURN_IF_ERROR(read_int_field(v, "in_channels", vc.in_channels, where + ": vision_config"));
+    QVL_RETURN_IF_ERROR(read_int_field(v, "out_hidden_size", vc.out_hidden_size, where + ": vision_config"));
+    QVL_RETURN_IF_ERROR(read_int_field(v, "num_position_embeddings", vc.num_position_embeddings, where + ": vision_config"));
+    QVL_RETURN_IF_ERROR(read_int_list(v, "deepstack_visual_indexes", vc.deepstack_visual_indexes, where + ": vision_config"));
     vc.hidden_act = v.value("hidden_act", vc.hidden_act);
 
     const auto& t = j["text_config"];
     TextConfig& tc = c.text;
-    tc.hidden_size = t.value("hidden_size", tc.hidden_size);
-    tc.intermediate_size = t.value("intermediate_size", tc.intermediate_size);
-    tc.num_hidden_layers = t.value("num_hidden_layers", tc.num_hidden_layers);
-    tc.num_attention_heads = t.value("num_attention_heads", tc.num_attention_heads);
-    tc.num_key_value_heads = t.value("num_key_value_heads", tc.num_key_value_heads);
-    tc.head_dim = t.value("head_dim", tc.hidden_size / tc.num_attention_heads);
-    tc.vocab_size = t.value("vocab_size", tc.vocab_size);
+    QVL_RETURN_IF_ERROR(read_int_field(t, "hidden_size", tc.hidden_size, where + ": text_config"));
+    QVL_RETURN_IF_ERROR(read_int_field(t, "intermediate_size", tc.intermediate_size, where + ": text_config"));
+    QVL_RETURN_IF_ERROR(read_int_field(t, "num_hidden_layers", tc.num_hidden_layers, where + ": text_config"));
+    QVL_RETURN_IF_ERROR(read_int_field(t, "num_attention_heads", tc.num_attention_heads, where + ": text_config"));
+    QVL_RETURN_IF_ERROR(read_int_field(t, "num_key_value_heads", tc.num_key_value_heads, where + ": text_config"));
+    tc.head_dim = tc.num_attention_heads > 0 ? tc.hidden_size / tc.num_attention_heads : 0;
+    QVL_RETURN_IF_ERROR(read_int_field(t, "head_dim", tc.head_dim, where + ": text_config"));
+    QVL_RETURN_IF_ERROR(read_int_field(t, "vocab_size", tc.vocab_size, where + ": text_config"));
     tc.rms_norm_eps = t.value("rms_norm_eps", tc.rms_norm_eps);
-    tc.max_position_embeddings = t.value("max_position_embeddings", tc.max_position_embeddings);
+    QVL_RETURN_IF_ERROR(read_int_field(t, "max_position_embeddings", tc.max_position_embeddings, where + ": text_config"));
     tc.hidden_act = t.value("hidden_act", tc.hidden_act);
     tc.tie_word_embeddings = t.value("tie_word_embeddings", j.value("tie_word_embeddings", tc.tie_word_embeddings));
     // transformers 4.57 writes rope_theta + rope_scaling; v5 writes rope_parameters holding both.
@@ -57,7 +60,8 @@ Result<ModelConfig> ModelConfig::parse(const std::string& json_text, const std::
     tc.rope_theta = t.value("rope_theta", rope.is_object() ? rope.value("rope_theta", tc.rope_theta) : tc.rope_theta);
     if (rope.is_object()) {
       if (rope.contains("mrope_section")) {
-        auto s = rope["mrope_section"].get<std::vector<int>>();
+        std::vector<int> s;
+        QVL_RETURN_IF_ERROR(read_int_list(rope, "mrope_section", s, where + ": text_config rope"));
         if (s.size() != 3) return bad("text_config rope mrope_section must have 3 entries, got " + std::to_string(s.size()));
         tc.mrope_section = {s[0], s[1], s[2]};
       }
@@ -65,10 +69,10 @@ Result<ModelConfig> ModelConfig::parse(const std::string& json_text, const std::
       const std::string type = rope.value("rope_type", std::string("default"));
       if (type != "default") return bad("rope_type '" + type + "' is not supported (expected 'default')");
     }
-    c.image_token_id = j.value("image_token_id", c.image_token_id);
-    c.video_token_id = j.value("video_token_id", c.video_token_id);
-    c.vision_start_token_id = j.value("vision_start_token_id", c.vision_start_token_id);
-    c.vision_end_token_id = j.value("vision_end_token_id", c.vision_end_token_id);
+    QVL_RETURN_IF_ERROR(read_int_field(j, "image_token_id", c.image_token_id, where));
+    QVL_RETURN_IF_ERROR(read_int_field(j, "video_token_id", c.video_token_id, where));
+    QVL_RETURN_IF_ERROR(read_int_field(j, "vision_start_token_id", c.vision_start_token_id, where));
+    QVL_RETURN_IF_ERROR(read_int_field(j, "vision_end_token_id", c.vision_end_token_id, where));
   } catch (const nlohmann::json::exception& e) {
     return bad(std::string("a field has the wrong type: ") + e.what());
   }
@@ -91,8 +95,8 @@ Result<ModelConfig> ModelConfig::parse(const std::string& json_text, const std::
     QVL_RETURN_IF_ERROR(positive(v, name));
   if (vc.hidden_size % vc.num_heads != 0 || vc.head_dim() % 4 != 0)
     return bad("vision hidden_size must split into heads whose size is a multiple of 4");
-  int side = 0;
-  while ((side + 1) * (side + 1) <= vc.num_position_embeddings) ++side;
+  // sqrt rounded, then checked exactly (GCC 12 at -O2 narrowed the old counting loop to 32 bits and wrapped).
+  const int64_t side = std::llround(std::sqrt(static_cast<double>(vc.num_position_embeddings)));
   if (side * side != vc.num_position_embeddings)
     return bad("vision_config.num_position_embeddings must be a square, got " + std::to_string(vc.num_position_embeddings));
   for (int k : vc.deepstack_visual_indexes)
@@ -102,8 +106,8 @@ Result<ModelConfig> ModelConfig::parse(const std::string& json_text, const std::
                std::to_string(tc.hidden_size));
   if (tc.num_attention_heads % tc.num_key_value_heads != 0)
     return bad("num_attention_heads must be a multiple of num_key_value_heads");
-  if (tc.head_dim % 2 != 0 ||
-      tc.mrope_section[0] + tc.mrope_section[1] + tc.mrope_section[2] != tc.head_dim / 2)
+  if (tc.head_dim % 2 != 0 || tc.mrope_section[0] < 0 || tc.mrope_section[1] < 0 || tc.mrope_section[2] < 0 ||
+      int64_t{tc.mrope_section[0]} + tc.mrope_section[1] + tc.mrope_section[2] != tc.head_dim / 2)
     return bad("mrope_section must sum to head_dim / 2 = " + std::to_string(tc.head_dim / 2));
   if (!tc.mrope_interleaved) return bad("only interleaved M-RoPE (mrope_interleaved: true) is supported");
   if (vc.hidden_act != "gelu_pytorch_tanh") return bad("vision hidden_act '" + vc.hidden_act + "' is not supported");

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/json_fields.h"
 #include "util/file.h"
 
 namespace qvl {
@@ -21,15 +22,15 @@ Result<ImageProcessorConfig> ImageProcessorConfig::load(const std::string& path)
   if (j.is_discarded() || !j.is_object()) return Status::Error(file + ": not a JSON object");
   ImageProcessorConfig c;
   try {
-    c.patch_size = j.value("patch_size", c.patch_size);
-    c.temporal_patch_size = j.value("temporal_patch_size", c.temporal_patch_size);
-    c.merge_size = j.value("merge_size", c.merge_size);
+    QVL_RETURN_IF_ERROR(read_int_field(j, "patch_size", c.patch_size, file));
+    QVL_RETURN_IF_ERROR(read_int_field(j, "temporal_patch_size", c.temporal_patch_size, file));
+    QVL_RETURN_IF_ERROR(read_int_field(j, "merge_size", c.merge_size, file));
     if (j.contains("size")) {
-      c.min_pixels = j["size"].value("shortest_edge", c.min_pixels);
-      c.max_pixels = j["size"].value("longest_edge", c.max_pixels);
+      QVL_RETURN_IF_ERROR(read_int_field(j["size"], "shortest_edge", c.min_pixels, file + ": size"));
+      QVL_RETURN_IF_ERROR(read_int_field(j["size"], "longest_edge", c.max_pixels, file + ": size"));
     }
-    c.min_pixels = j.value("min_pixels", c.min_pixels);
-    c.max_pixels = j.value("max_pixels", c.max_pixels);
+    QVL_RETURN_IF_ERROR(read_int_field(j, "min_pixels", c.min_pixels, file));
+    QVL_RETURN_IF_ERROR(read_int_field(j, "max_pixels", c.max_pixels, file));
     if (j.contains("image_mean")) c.image_mean = j["image_mean"].get<std::array<float, 3>>();
     if (j.contains("image_std")) c.image_std = j["image_std"].get<std::array<float, 3>>();
     c.rescale_factor = j.value("rescale_factor", c.rescale_factor);
