@@ -95,7 +95,7 @@ class ServerTest : public ::testing::Test {
   void TearDown() override { server_.reset(); }
 
   // Starts a server; `load` replaces the tiny model's loader (to delay or fail loading).
-  void start(server::ServerOptions o = test_options(), server::ModelLoader load = {}, bool wait_ready = true) {
+  void start(server::ServerOptions o = test_options(), ModelLoader load = {}, bool wait_ready = true) {
     if (!load) {
       const std::string dir = tiny_model_dir();
       load = [dir] { return Model::load(dir); };
@@ -104,7 +104,7 @@ class ServerTest : public ::testing::Test {
     Status s = server_->start();
     ASSERT_TRUE(s.ok()) << s.message();
     if (wait_ready) {
-      ASSERT_TRUE(wait_for([&] { return server_->load_state() == server::LoadState::kReady; }, 60));
+      ASSERT_TRUE(wait_for([&] { return server_->load_state() == LoadState::kReady; }, 60));
     }
   }
 

@@ -160,7 +160,7 @@ TEST_F(ServerSched, HealthSaysLoadingUntilTheModelIsLoaded) {
 TEST_F(ServerSched, FailedLoadIsReported) {
   start(test_options(), [] { return Result<std::unique_ptr<Model>>(Status::Error("no weights here")); },
         /*wait_ready=*/false);
-  ASSERT_TRUE(wait_for([&] { return server_->load_state() == server::LoadState::kFailed; }, 10));
+  ASSERT_TRUE(wait_for([&] { return server_->load_state() == LoadState::kFailed; }, 10));
   Reply h = get("/health");
   EXPECT_EQ(h.status, 500);
   EXPECT_NE(h.json_body()["error"].get<std::string>().find("no weights here"), std::string::npos);

@@ -82,6 +82,15 @@ int cmd_serve(const std::vector<std::string>& args) {
   add_weight_options(cli, weight_types);
   cli.add_option("--parallel", o.parallel, "requests decoding at once (slots)")->type_name("N")->check(integer_in(1, 64))
       ->default_str(std::to_string(o.parallel));
+  cli.add_option("--prefill-slice", o.slice_tokens,
+                 "prompt tokens read per round between two tokens of the running answers (vision work of the same "
+                 "cost): smaller keeps streams smoother, larger reads prompts faster")
+      ->type_name("N")->check(integer_in(1, 1 << 20))->default_str(std::to_string(o.slice_tokens));
+  cli.add_option("--image-cache-mb", o.image_cache_mb, "encoded images kept for later requests (MiB; 0: none)")
+      ->type_name("MIB")->check(integer_in(0, 1 << 24))->default_str(std::to_string(o.image_cache_mb));
+  cli.add_option("--prefix-cache-mb", o.prefix_cache_mb,
+                 "KV caches of finished requests kept so follow-up turns read only their new tokens (MiB; 0: none)")
+      ->type_name("MIB")->check(integer_in(0, 1 << 24))->default_str(std::to_string(o.prefix_cache_mb));
   add_context_options(cli, o.context, o.kv_type);
   add_image_size_options(cli, o.min_pixels, o.max_pixels);
   cli.add_option("--timeout", o.timeout_s, "per request, queueing included; 0: none")->check(seconds_in(1e7))
@@ -118,7 +127,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   }
 
   const int threads = o.threads > 0 ? o.threads : ThreadPool::physical_cores();
-  server::ModelLoader loader;
+  ModelLoader loader;
   auto progress = std::make_shared<server::LoadProgress>();
   std::string demo_dir;
   if (demo) {
@@ -204,13 +213,13 @@ int cmd_serve(const std::vector<std::string>& args) {
                    sig == SIGINT ? "SIGINT" : "SIGTERM", server.busy_slots() + server.queue_depth(), grace);
       break;
     }
-    if (server.load_state() == server::LoadState::kFailed) {
+    if (server.load_state() == LoadState::kFailed) {
       std::fprintf(stderr, "qvl serve: %s\n", server.load_error().c_str());
       server.shutdown(0);
       remove_demo();
       return 1;
     }
-    if (!announced && server.load_state() == server::LoadState::kReady) {
+    if (!announced && server.load_state() == LoadState::kReady) {
       announced = true;
       std::fprintf(stderr, "qvl serve: model ready; serving %s on http://%s:%d\n", o.model_id.c_str(), o.host.c_str(),
                    server.port());

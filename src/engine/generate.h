@@ -33,6 +33,8 @@ struct GenerateTimings {
   double preprocess_ms = 0, vision_ms = 0, prefill_ms = 0, decode_ms = 0, ttft_ms = 0;
   int prompt_tokens = 0, image_tokens = 0, generated_tokens = 0;
   int images = 0;
+  int cached_tokens = 0;  // prompt tokens restored from the prefix cache (not read again)
+  int cached_images = 0;  // images taken from the image cache (not encoded again)
 };
 
 enum class FinishReason { kStop, kLength, kCancelled };

@@ -1,12 +1,11 @@
-// One conversation's mutable state: its KV cache, sampler and text streaming. start() encodes the images
-// and prefills the prompt; step() produces one token at a time, so a scheduler can interleave sessions.
+// One conversation's mutable state, in phases a scheduler interleaves: prepare, vision, prefill, decode.
 #include "engine/session.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "engine/prompt.h"
-#include "model/vision.h"
 
 namespace qvl {
 
@@ -16,44 +15,82 @@ double now_ms() {
 }
 }  // namespace
 
-Status Session::start(ThreadPool& pool, const std::vector<ChatMessage>& messages, const std::vector<ImageRGB>& images,
-                      const GenerateOptions& options, const GenerateCallbacks& cb) {
-  done_ = true;
+TokenKey image_pad_key(const ImageKey& image, int64_t j) {
+  uint64_t h = 0;
+  std::memcpy(&h, image.data(), sizeof h);
+  // Mixed with the index (splitmix64's finaliser), top bit set so it never equals a token id.
+  uint64_t z = h ^ (static_cast<uint64_t>(j) * 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return (z ^ (z >> 31)) | (uint64_t{1} << 63);
+}
+
+std::vector<std::shared_ptr<const EncodedImage>> split_encoded(VisionOutput&& out,
+                                                               const std::vector<const PreprocessedImage*>& images) {
+  std::vector<std::shared_ptr<const EncodedImage>> parts;
+  int64_t row = 0;
+  for (const PreprocessedImage* im : images) {
+    auto e = std::make_shared<EncodedImage>();
+    e->grid_t = im->grid_t;
+    e->grid_h = im->grid_h;
+    e->grid_w = im->grid_w;
+    e->n_tokens = im->num_tokens();
+    e->dim = out.dim;
+    const size_t a = static_cast<size_t>(row * out.dim), b = static_cast<size_t>((row + e->n_tokens) * out.dim);
+    e->embeds.assign(out.embeds.begin() + a, out.embeds.begin() + b);
+    for (const auto& d : out.deepstack) e->deepstack.emplace_back(d.begin() + a, d.begin() + b);
+    row += e->n_tokens;
+    parts.push_back(std::move(e));
+  }
+  QVL_CHECK(row == out.n_tokens);
+  return parts;
+}
+
+Session::~Session() { retire(); }
+
+Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vector<ImageRGB>& images,
+                        const GenerateOptions& options) {
+  phase_ = Phase::kDone;
   result_ = GenerateResult{};
   options_ = options;
   QVL_RETURN_IF_ERROR(options.sampling.validate());
   if (options.max_tokens < 0) return Status::Error("max_tokens must be >= 0, got " + std::to_string(options.max_tokens));
   const ModelConfig& cfg = model_.config();
+  const ImageProcessorConfig& ipc = model_.image_config();
   const Tokenizer& tok = model_.tokenizer();
   GenerateTimings& tm = result_.timings;
   start_ms_ = now_ms();
-  auto phase = [&](const char* p) {
-    if (cb.progress) cb.progress(p);
-  };
 
-  // Images -> pixel_values and their token counts.
-  phase("preprocess");
-  double t0 = now_ms();
-  std::vector<PreprocessedImage> pre;
+  // Each image's key and token count: from the image cache, else from its resized size.
+  images_.assign(images.size(), ImageSlot{});
   std::vector<int> image_tokens;
   std::vector<GridTHW> grids;
   for (size_t k = 0; k < images.size(); ++k) {
-    auto p = preprocess_image(images[k], model_.image_config(), options.image);
-    if (!p.ok()) return p.status().with_context("image " + std::to_string(k + 1));
-    image_tokens.push_back(p->num_tokens());
-    grids.push_back({p->grid_t, p->grid_h, p->grid_w});
-    tm.image_tokens += p->num_tokens();
+    ImageSlot& im = images_[k];
+    im.key = image_key(images[k], ipc, options.image);
+    if (caches_.images) im.encoded = caches_.images->find(im.key);
+    GridTHW g;
+    if (im.encoded) {
+      g = {im.encoded->grid_t, im.encoded->grid_h, im.encoded->grid_w};
+      ++tm.cached_images;
+    } else {
+      auto size = preprocess_size(images[k], ipc, options.image);
+      if (!size.ok()) return size.status().with_context("image " + std::to_string(k + 1));
+      g = {1, size->height / ipc.patch_size, size->width / ipc.patch_size};
+    }
+    im.n_tokens = static_cast<int64_t>(g.t) * g.h * g.w / (ipc.merge_size * ipc.merge_size);
+    image_tokens.push_back(static_cast<int>(im.n_tokens));
+    grids.push_back(g);
+    tm.image_tokens += static_cast<int>(im.n_tokens);
     ++tm.images;
-    pre.push_back(std::move(p).value());
   }
-  tm.preprocess_ms = now_ms() - t0;
 
-  // The prompt: chat format -> ids (image pads expanded) -> 3-D positions.
+  // The prompt: chat format -> ids (image pads expanded) -> 3-D positions -> cache keys.
   const RenderedChat chat = render_chat_with_spans(messages, options.chat);
-  QVL_ASSIGN_OR_RETURN(std::vector<int32_t> ids, build_prompt_ids(tok, chat, image_tokens));
+  QVL_ASSIGN_OR_RETURN(ids_, build_prompt_ids(tok, chat, image_tokens));
   VisionTokenIds vt{cfg.image_token_id, cfg.video_token_id, cfg.vision_start_token_id};
-  QVL_ASSIGN_OR_RETURN(MRopePositions pos, get_rope_index(ids, grids, {}, cfg.vision.spatial_merge_size, vt));
-  const int64_t n_prompt = static_cast<int64_t>(ids.size());
+  QVL_ASSIGN_OR_RETURN(pos_, get_rope_index(ids_, grids, {}, cfg.vision.spatial_merge_size, vt));
+  const int64_t n_prompt = static_cast<int64_t>(ids_.size());
   tm.prompt_tokens = static_cast<int>(n_prompt);
   if (n_prompt == 0) return Status::Error("the prompt is empty");
   if (n_prompt >= options.context)
@@ -61,91 +98,181 @@ Status Session::start(ThreadPool& pool, const std::vector<ChatMessage>& messages
                          std::to_string(options.context) + "; shorten it, use smaller images (max_pixels) or a "
                          "larger context");
   max_new_ = std::min<int64_t>(options.max_tokens, options.context - n_prompt);
-  rope_delta_ = pos.rope_delta;
-
-  // Stopped from outside (keep_going): nothing more is computed; the session ends as cancelled.
-  auto stopped = [&] {
-    if (!cb.keep_going || cb.keep_going()) return false;
-    result_.finish = FinishReason::kCancelled;
-    done_ = true;
-    return true;
-  };
-
-  // Vision tower.
-  VisionOutput vis;
-  VisualInputs visual;
-  if (stopped()) return Status::Ok();
-  if (!pre.empty()) {
-    phase("vision");
-    t0 = now_ms();
-    std::vector<const PreprocessedImage*> ptrs;
-    for (const auto& p : pre) ptrs.push_back(&p);
-    vis = encode_images(model_, pool, ptrs, cb.dump);
-    tm.vision_ms = now_ms() - t0;
-    visual.embeds = vis.embeds.data();
-    visual.n_visual = vis.n_tokens;
-    for (const auto& d : vis.deepstack) visual.deepstack.push_back(d.data());
+  rope_delta_ = pos_.rope_delta;
+  keys_.resize(static_cast<size_t>(n_prompt));
+  {
+    size_t k = 0;
+    int64_t j = 0;
+    for (int64_t i = 0; i < n_prompt; ++i) {
+      if (ids_[i] != cfg.image_token_id) {
+        keys_[i] = static_cast<TokenKey>(ids_[i]);
+        continue;
+      }
+      QVL_CHECK(k < images_.size());
+      if (j == 0) images_[k].first_pad = i;
+      keys_[i] = image_pad_key(images_[k].key, j);
+      if (++j == images_[k].n_tokens) {
+        ++k;
+        j = 0;
+      }
+    }
+    QVL_CHECK(k == images_.size());
   }
 
-  // Prefill.
-  phase("prefill");
-  t0 = now_ms();
+  // The KV cache, with the longest cached prefix (at least the last prompt token is read again: its
+  // logits give the first answer token).
   cache_ = std::make_unique<KVCache>(cfg.text, options.context, options.kv_type);
   logits_.resize(static_cast<size_t>(cfg.text.vocab_size));
-  // In slices of prefill_chunk tokens (one slice when dumping, so the dumps cover the whole prompt): the
-  // activations of a long prompt ([tokens, 6144] per MLP buffer) then stay bounded, and the results are
-  // the same, since every row is computed on its own and attention reads the cache.
-  const int64_t chunk = cb.dump || options.prefill_chunk <= 0 ? n_prompt : options.prefill_chunk;
-  const int64_t H = cfg.text.hidden_size;
-  int64_t visual_done = 0;
-  for (int64_t at = 0; at < n_prompt; at += chunk) {
-    if (at > 0 && stopped()) return Status::Ok();
-    const int64_t n = std::min(chunk, n_prompt - at);
-    VisualInputs slice;
-    if (!pre.empty()) {
-      slice.n_visual = std::count(ids.begin() + at, ids.begin() + at + n, cfg.image_token_id);
-      slice.embeds = visual.embeds + visual_done * H;
-      for (const float* d : visual.deepstack) slice.deepstack.push_back(d + visual_done * H);
-    }
-    const int32_t* p3[3] = {pos.pos[0].data() + at, pos.pos[1].data() + at, pos.pos[2].data() + at};
-    text_forward(model_, pool, *cache_, ids.data() + at, n, p3, slice.n_visual > 0 ? &slice : nullptr,
-                 at + n == n_prompt ? LogitsMode::kLast : LogitsMode::kNone, logits_.data(), cb.dump);
-    visual_done += slice.n_visual;
-  }
-  QVL_CHECK(visual_done == visual.n_visual);
-  tm.prefill_ms = now_ms() - t0;
+  prefill_at_ = caches_.prefixes ? caches_.prefixes->restore(keys_, n_prompt - 1, *cache_) : 0;
+  tm.cached_tokens = static_cast<int>(prefill_at_);
 
-  sampler_ = std::make_unique<Sampler>(options.sampling);
-  sampler_->reset(ids);
+  // Images with pads after the prefix must be encoded unless the cache has them.
+  for (size_t k = 0; k < images_.size(); ++k) {
+    ImageSlot& im = images_[k];
+    im.needed = im.first_pad + im.n_tokens > prefill_at_;
+    if (!im.needed || im.encoded) continue;
+    // The same image earlier in this request: share its pixels.
+    for (size_t e = 0; e < k && !im.pixels; ++e)
+      if (images_[e].key == im.key && images_[e].pixels) im.pixels = images_[e].pixels;
+    if (im.pixels) continue;
+    const double t0 = now_ms();
+    auto p = preprocess_image(images[k], ipc, options.image);
+    tm.preprocess_ms += now_ms() - t0;
+    if (!p.ok()) return p.status().with_context("image " + std::to_string(k + 1));
+    QVL_CHECK(static_cast<int64_t>(p->num_tokens()) == im.n_tokens);
+    im.pixels = std::make_shared<const PreprocessedImage>(std::move(p).value());
+  }
+  phase_ = Phase::kVision;
+  if (pending_images().empty()) build_visual_rows();
+  return Status::Ok();
+}
+
+std::vector<Session::PendingImage> Session::pending_images() const {
+  std::vector<PendingImage> out;
+  if (phase_ != Phase::kVision) return out;
+  for (const ImageSlot& im : images_) {
+    if (!im.needed || im.encoded) continue;
+    bool seen = false;
+    for (const PendingImage& p : out) seen = seen || p.key == im.key;
+    if (!seen) out.push_back({im.key, im.pixels});
+  }
+  return out;
+}
+
+void Session::provide_image(const ImageKey& key, std::shared_ptr<const EncodedImage> image) {
+  if (phase_ != Phase::kVision) return;
+  for (ImageSlot& im : images_) {
+    if (im.key != key || im.encoded) continue;
+    QVL_CHECK(image && image->n_tokens == im.n_tokens && image->dim == model_.config().text.hidden_size);
+    im.encoded = image;
+    im.pixels.reset();
+  }
+  if (pending_images().empty()) build_visual_rows();
+}
+
+// Gathers the embeddings (and DeepStack features) of the image pads from prefill_at_ on, in prompt order.
+void Session::build_visual_rows() {
+  const int64_t H = model_.config().text.hidden_size;
+  const size_t taps = model_.config().vision.deepstack_visual_indexes.size();
+  int64_t rows = 0;
+  for (const ImageSlot& im : images_)
+    if (im.needed) rows += std::min(im.n_tokens, im.first_pad + im.n_tokens - prefill_at_);
+  vis_embeds_.resize(static_cast<size_t>(rows * H));
+  vis_deepstack_.assign(taps, std::vector<float>(static_cast<size_t>(rows * H)));
+  int64_t r = 0;
+  for (const ImageSlot& im : images_) {
+    if (!im.needed) continue;
+    QVL_CHECK(im.encoded && im.encoded->deepstack.size() == taps);
+    const int64_t j0 = std::max<int64_t>(0, prefill_at_ - im.first_pad), count = im.n_tokens - j0;
+    const size_t src = static_cast<size_t>(j0 * H), dst = static_cast<size_t>(r * H), len = static_cast<size_t>(count * H);
+    std::copy_n(im.encoded->embeds.begin() + static_cast<std::ptrdiff_t>(src), len, vis_embeds_.begin() + static_cast<std::ptrdiff_t>(dst));
+    for (size_t d = 0; d < taps; ++d)
+      std::copy_n(im.encoded->deepstack[d].begin() + static_cast<std::ptrdiff_t>(src), len,
+                  vis_deepstack_[d].begin() + static_cast<std::ptrdiff_t>(dst));
+    r += count;
+  }
+  QVL_CHECK(r == rows);
+  visual_done_ = 0;
+  images_ready_ms_ = now_ms();
+  result_.timings.vision_ms = images_ready_ms_ - start_ms_ - result_.timings.preprocess_ms;
+  // Only the restored prefix's keys are in the cache so far.
+  phase_ = Phase::kPrefill;
+  prefill_started_ms_ = 0;
+}
+
+TextSeq Session::prefill_slice(int64_t max_tokens) {
+  QVL_CHECK(phase_ == Phase::kPrefill && max_tokens > 0);
+  if (prefill_started_ms_ == 0) prefill_started_ms_ = now_ms();
+  const int64_t n_prompt = static_cast<int64_t>(ids_.size()), at = prefill_at_;
+  const int64_t n = std::min(max_tokens, n_prompt - at);
+  const int64_t H = model_.config().text.hidden_size;
+  slice_visual_ = VisualInputs{};
+  slice_visual_.n_visual = std::count(ids_.begin() + at, ids_.begin() + at + n, model_.config().image_token_id);
+  if (slice_visual_.n_visual > 0) {
+    slice_visual_.embeds = vis_embeds_.data() + visual_done_ * H;
+    for (const auto& d : vis_deepstack_) slice_visual_.deepstack.push_back(d.data() + visual_done_ * H);
+  }
+  TextSeq s;
+  s.cache = cache_.get();
+  s.ids = ids_.data() + at;
+  s.n = n;
+  for (int a = 0; a < 3; ++a) s.pos[a] = pos_.pos[a].data() + at;
+  s.visual = slice_visual_.n_visual > 0 ? &slice_visual_ : nullptr;
+  s.mode = at + n == n_prompt ? LogitsMode::kLast : LogitsMode::kNone;
+  s.logits = logits_.data();
+  return s;
+}
+
+void Session::prefill_done(const TextSeq& slice) {
+  QVL_CHECK(phase_ == Phase::kPrefill && slice.cache == cache_.get() && cache_->length() == prefill_at_ + slice.n);
+  prefill_at_ += slice.n;
+  visual_done_ += slice_visual_.n_visual;
+  if (prefill_at_ < static_cast<int64_t>(ids_.size())) return;
+  QVL_CHECK(visual_done_ * model_.config().text.hidden_size == static_cast<int64_t>(vis_embeds_.size()));
+  std::vector<float>().swap(vis_embeds_);
+  vis_deepstack_.clear();
+  result_.timings.prefill_ms = now_ms() - prefill_started_ms_;
+  begin_decode();
+}
+
+void Session::begin_decode() {
+  const Tokenizer& tok = model_.tokenizer();
+  sampler_ = std::make_unique<Sampler>(options_.sampling);
+  sampler_->reset(ids_);
   detok_ = std::make_unique<TokenStreamDecoder>(tok, /*skip_special=*/true);
-  stops_ = std::make_unique<StopChecker>(options.stop);
+  stops_ = std::make_unique<StopChecker>(options_.stop);
   eos_[0] = tok.token_id("<|im_end|>");
   eos_[1] = tok.token_id("<|endoftext|>");
   result_.finish = FinishReason::kLength;
   decode_started_ms_ = now_ms();
-  done_ = max_new_ == 0;
-  return Status::Ok();
+  phase_ = Phase::kDecode;
+  if (max_new_ == 0) finish(FinishReason::kLength);
 }
 
-Session::Step Session::step(ThreadPool& pool) {
+void Session::finish(FinishReason why) {
+  result_.finish = why;
+  if (phase_ == Phase::kDecode) result_.timings.decode_ms = now_ms() - decode_started_ms_;
+  phase_ = Phase::kDone;
+}
+
+Session::Step Session::sample() {
   Step out;
-  if (done_) {
-    out.done = true;
+  if (phase_ != Phase::kDecode) {
+    out.done = phase_ == Phase::kDone;
     return out;
   }
   GenerateTimings& tm = result_.timings;
-  auto finish = [&](FinishReason why, std::string tail) {
+  auto end = [&](FinishReason why, std::string tail) {
     out.text += tail;
     result_.text += tail;
-    result_.finish = why;
-    done_ = out.done = true;
-    tm.decode_ms = now_ms() - decode_started_ms_;
+    finish(why);
+    out.done = true;
   };
   const int32_t token = sampler_->sample(logits_.data(), static_cast<int>(logits_.size()));
   if (result_.tokens.empty()) tm.ttft_ms = now_ms() - start_ms_;
   if (!options_.ignore_eos && (token == eos_[0] || token == eos_[1])) {
     StopChecker::Emit e = stops_->push(detok_->flush());
-    finish(FinishReason::kStop, e.text + (e.stopped ? "" : stops_->flush()));
+    end(FinishReason::kStop, e.text + (e.stopped ? "" : stops_->flush()));
     return out;
   }
   sampler_->accept(token);
@@ -155,19 +282,101 @@ Session::Step Session::step(ThreadPool& pool) {
   out.text = e.text;
   result_.text += e.text;
   if (e.stopped) {
-    finish(FinishReason::kStop, "");
+    end(FinishReason::kStop, "");
     return out;
   }
   if (static_cast<int64_t>(result_.tokens.size()) >= max_new_) {
     StopChecker::Emit last = stops_->push(detok_->flush());
-    finish(last.stopped ? FinishReason::kStop : FinishReason::kLength, last.text + (last.stopped ? "" : stops_->flush()));
+    end(last.stopped ? FinishReason::kStop : FinishReason::kLength, last.text + (last.stopped ? "" : stops_->flush()));
     return out;
   }
-  // The next token sits at cache index c with position c + rope_delta on all three axes.
-  const int32_t p = static_cast<int32_t>(cache_->length() + rope_delta_);
-  const int32_t* one[3] = {&p, &p, &p};
-  text_forward(model_, pool, *cache_, &token, 1, one, nullptr, LogitsMode::kLast, logits_.data());
+  next_token_ = token;
   return out;
+}
+
+TextSeq Session::decode_row() {
+  QVL_CHECK(phase_ == Phase::kDecode && next_token_ >= 0);
+  // The next token sits at cache index c with position c + rope_delta on all three axes.
+  next_pos_ = static_cast<int32_t>(cache_->length() + rope_delta_);
+  TextSeq s;
+  s.cache = cache_.get();
+  s.ids = &next_token_;
+  s.n = 1;
+  for (int a = 0; a < 3; ++a) s.pos[a] = &next_pos_;
+  s.mode = LogitsMode::kLast;
+  s.logits = logits_.data();
+  return s;
+}
+
+void Session::decode_done() {
+  QVL_CHECK(next_token_ >= 0 && cache_->length() == static_cast<int64_t>(keys_.size()) + 1);
+  keys_.push_back(static_cast<TokenKey>(next_token_));
+  next_token_ = -1;
+}
+
+Status Session::start(ThreadPool& pool, const std::vector<ChatMessage>& messages, const std::vector<ImageRGB>& images,
+                      const GenerateOptions& options, const GenerateCallbacks& cb) {
+  auto phase = [&](const char* p) {
+    if (cb.progress) cb.progress(p);
+  };
+  phase("preprocess");
+  QVL_RETURN_IF_ERROR(prepare(messages, images, options));
+  // Stopped from outside (keep_going): nothing more is computed; the session ends as cancelled.
+  auto stopped = [&] {
+    if (!cb.keep_going || cb.keep_going()) return false;
+    cancel();
+    return true;
+  };
+  if (stopped()) return Status::Ok();
+  const std::vector<PendingImage> pending = pending_images();
+  if (!pending.empty()) {
+    phase("vision");
+    std::vector<const PreprocessedImage*> ptrs;
+    for (const PendingImage& p : pending) ptrs.push_back(p.pixels.get());
+    auto parts = split_encoded(encode_images(model_, pool, ptrs, cb.dump), ptrs);
+    for (size_t k = 0; k < pending.size(); ++k) {
+      if (caches_.images) caches_.images->put(pending[k].key, parts[k]);
+      provide_image(pending[k].key, parts[k]);
+    }
+  }
+  QVL_CHECK(phase_ == Phase::kPrefill);
+  phase("prefill");
+  // In slices of prefill_chunk tokens (one slice when dumping, so the dumps cover the whole prompt): the
+  // activations of a long prompt ([tokens, 6144] per MLP buffer) then stay bounded, and the results are
+  // the same, since every row is computed on its own and attention reads the cache.
+  const int64_t chunk = cb.dump || options.prefill_chunk <= 0 ? static_cast<int64_t>(ids_.size()) : options.prefill_chunk;
+  bool first = true;
+  while (phase_ == Phase::kPrefill) {
+    if (!first && stopped()) return Status::Ok();
+    first = false;
+    TextSeq s = prefill_slice(chunk);
+    text_forward_batch(model_, pool, {s}, cb.dump);
+    prefill_done(s);
+  }
+  return Status::Ok();
+}
+
+Session::Step Session::step(ThreadPool& pool) {
+  Step out = sample();
+  if (out.done || phase_ != Phase::kDecode) return out;
+  TextSeq row = decode_row();
+  text_forward_batch(model_, pool, {row});
+  decode_done();
+  return out;
+}
+
+void Session::cancel() {
+  if (phase_ == Phase::kDone) return;
+  finish(FinishReason::kCancelled);
+}
+
+void Session::retire() {
+  if (retired_ || !cache_) return;
+  retired_ = true;
+  if (!caches_.prefixes || cache_->length() == 0) return;
+  // The cache holds the prompt's first prefill_at_ tokens, then (once decoding) the generated ones fed back.
+  std::vector<TokenKey> keys(keys_.begin(), keys_.begin() + static_cast<std::ptrdiff_t>(cache_->length()));
+  caches_.prefixes->put(std::move(keys), std::move(cache_));
 }
 
 }  // namespace qvl

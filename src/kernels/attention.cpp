@@ -18,14 +18,14 @@ constexpr int64_t kQueryBlock = 72;
 
 void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int64_t ldk, const float* v, int64_t ldv,
                     int64_t n_kv, int64_t head_dim, float scale, int64_t causal_offset, float* out, int64_t ldo,
-                    AttentionScratch& s) {
+                    AttentionScratch& s, bool row_invariant) {
   const KernelTable& K = kernels();
   // Both products run on row-times-panel tiles (tile_rows query rows x tile_cols columns of B, the kernel table's
   // sizes): q · kᵀ with kᵀ packed panel by panel (tile_cols keys per panel row), P · v with v as it is.
   const int tile_rows = K.nn_rows, tile_cols = K.nn_cols;
   // Few queries (decode steps): q · kᵀ as dot products with k's rows, no transposition (which would cost
   // more than the product). Many: kᵀ packed in panels of tile_cols keys.
-  const bool pack_k = nq >= tile_rows;
+  const bool pack_k = nq >= tile_rows && !row_invariant;
   const int64_t panels = (n_kv + tile_cols - 1) / tile_cols;
   // Score rows padded to whole panels, so every tile is full; the padding is never read.
   const int64_t lds = panels * tile_cols;

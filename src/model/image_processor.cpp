@@ -217,13 +217,18 @@ PreprocessedImage patchify(const ImageRGB& resized, const ImageProcessorConfig& 
   return out;
 }
 
-Result<PreprocessedImage> preprocess_image(const ImageRGB& image, const ImageProcessorConfig& config,
-                                           const PreprocessOptions& options) {
+Result<ResizedSize> preprocess_size(const ImageRGB& image, const ImageProcessorConfig& config,
+                                    const PreprocessOptions& options) {
   const int64_t min_px = options.min_pixels > 0 ? options.min_pixels : config.min_pixels;
   const int64_t max_px = options.max_pixels > 0 ? options.max_pixels : config.max_pixels;
   if (min_px > max_px)
     return Status::Error("min_pixels " + std::to_string(min_px) + " is larger than max_pixels " + std::to_string(max_px));
-  QVL_ASSIGN_OR_RETURN(ResizedSize size, smart_resize(image.height, image.width, config.factor(), min_px, max_px));
+  return smart_resize(image.height, image.width, config.factor(), min_px, max_px);
+}
+
+Result<PreprocessedImage> preprocess_image(const ImageRGB& image, const ImageProcessorConfig& config,
+                                           const PreprocessOptions& options) {
+  QVL_ASSIGN_OR_RETURN(ResizedSize size, preprocess_size(image, config, options));
   return patchify(resize_bicubic_antialias(image, size.width, size.height), config);
 }
 

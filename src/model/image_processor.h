@@ -64,6 +64,10 @@ struct PreprocessOptions {
 Result<PreprocessedImage> preprocess_image(const ImageRGB& image, const ImageProcessorConfig& config,
                                            const PreprocessOptions& options = {});
 
+// The size preprocess_image resizes to (grid = size / patch_size), without touching the pixels.
+Result<ResizedSize> preprocess_size(const ImageRGB& image, const ImageProcessorConfig& config,
+                                    const PreprocessOptions& options = {});
+
 // The normalise + temporal duplication + patchify steps on an image already at its final size.
 PreprocessedImage patchify(const ImageRGB& resized, const ImageProcessorConfig& config);
 

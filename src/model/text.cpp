@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "kernels/attention.h"
@@ -24,7 +25,7 @@ bool kv_type_from_name(const std::string& name, KVType* out) {
 }
 
 KVCache::KVCache(const TextConfig& c, int64_t capacity, KVType type)
-    : n_kv_(c.num_key_value_heads), head_dim_(c.head_dim), capacity_(capacity), type_(type) {
+    : n_layers_(c.num_hidden_layers), n_kv_(c.num_key_value_heads), head_dim_(c.head_dim), capacity_(capacity), type_(type) {
   size_ = static_cast<size_t>(c.num_hidden_layers) * n_kv_ * capacity_ * head_dim_;
   k_.reset(new uint8_t[size_ * elem_bytes()]);  // uninitialised on purpose: untouched pages stay out of RSS
   v_.reset(new uint8_t[size_ * elem_bytes()]);
@@ -61,6 +62,19 @@ const float* KVCache::values(int layer, int head, int64_t n, std::vector<float>&
   return read(v_.get(), layer, head, n, buf);
 }
 
+void KVCache::copy_prefix_from(const KVCache& from, int64_t n) {
+  QVL_CHECK(same_shape(from) && n >= 0 && n <= from.length() && n <= capacity_);
+  const size_t bytes = static_cast<size_t>(n) * head_dim_ * elem_bytes();
+  for (int layer = 0; layer < n_layers_; ++layer)
+    for (int head = 0; head < n_kv_; ++head) {
+      const size_t dst = index(layer, head, 0) * elem_bytes(), src = from.index(layer, head, 0) * elem_bytes();
+      std::memcpy(k_.get() + dst, from.k_.get() + src, bytes);
+      std::memcpy(v_.get() + dst, from.v_.get() + src, bytes);
+    }
+  length_ = n;
+  high_water_ = std::max(high_water_, n);
+}
+
 void KVCache::truncate(int64_t n) {
   QVL_CHECK(n >= 0 && n <= length_);
   length_ = n;
@@ -93,38 +107,72 @@ void mrope_tables(const TextConfig& c, const int32_t* const pos[3], int64_t n, f
 void text_forward(const Model& model, ThreadPool& pool, KVCache& cache, const int32_t* ids, int64_t n,
                   const int32_t* const pos[3], const VisualInputs* visual, LogitsMode mode, float* logits,
                   const DumpFn* dump) {
+  TextSeq s;
+  s.cache = &cache;
+  s.ids = ids;
+  s.n = n;
+  for (int a = 0; a < 3; ++a) s.pos[a] = pos[a];
+  s.visual = visual;
+  s.mode = mode;
+  s.logits = logits;
+  text_forward_batch(model, pool, {s}, dump);
+}
+
+void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<TextSeq>& seqs, const DumpFn* dump) {
   const TextConfig& c = model.config().text;
   const TextW& w = model.text();
   const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
   const int64_t qd = nh * hd, kvd = nkv * hd, I = c.intermediate_size, V = c.vocab_size;
-  const int64_t past = cache.length();
-  QVL_CHECK(past + n <= cache.capacity());
+  const int64_t S = static_cast<int64_t>(seqs.size());
+  // Row offsets of each sequence in the stacked activations, and its cache length before this call.
+  std::vector<int64_t> row0(static_cast<size_t>(S + 1), 0), past(static_cast<size_t>(S));
+  for (int64_t s = 0; s < S; ++s) {
+    const TextSeq& q = seqs[s];
+    QVL_CHECK(q.cache && q.n > 0 && q.cache->length() + q.n <= q.cache->capacity());
+    for (int64_t t = 0; t < s; ++t) QVL_CHECK(seqs[t].cache != q.cache);
+    past[s] = q.cache->length();
+    row0[s + 1] = row0[s] + q.n;
+  }
+  const int64_t n = row0[S];
+  if (n == 0) return;
   auto emit = [&](const std::string& name, const float* data, std::vector<int64_t> shape) {
     if (dump) (*dump)(name, data, shape);
   };
 
   // inputs_embeds = self.embed_tokens(input_ids); inputs_embeds.masked_scatter(image_mask, image_embeds)
-  std::vector<float> h(static_cast<size_t>(n * H));
-  std::vector<int64_t> visual_rows;  // positions (within this call) of the image-pad tokens
-  for (int64_t i = 0; i < n; ++i) {
-    QVL_CHECK(ids[i] >= 0 && ids[i] < V);
-    if (visual && visual->n_visual > 0 && ids[i] == model.config().image_token_id) visual_rows.push_back(i);
-    w.embed.row_to_f32(ids[i], &h[static_cast<size_t>(i * H)]);
-  }
-  if (visual && visual->n_visual > 0) {
-    QVL_CHECK(static_cast<int64_t>(visual_rows.size()) == visual->n_visual);
-    for (size_t r = 0; r < visual_rows.size(); ++r)
-      std::copy(visual->embeds + r * H, visual->embeds + (r + 1) * H, &h[static_cast<size_t>(visual_rows[r] * H)]);
+  std::vector<float> h(static_cast<size_t>(n * H));  // [n, H]: every sequence's rows, stacked
+  std::vector<std::vector<int64_t>> visual_rows(static_cast<size_t>(S));  // per sequence: stacked rows of its image pads
+  for (int64_t s = 0; s < S; ++s) {
+    const TextSeq& q = seqs[s];
+    const bool has_visual = q.visual && q.visual->n_visual > 0;
+    for (int64_t i = 0; i < q.n; ++i) {
+      QVL_CHECK(q.ids[i] >= 0 && q.ids[i] < V);
+      const int64_t r = row0[s] + i;
+      if (has_visual && q.ids[i] == model.config().image_token_id) visual_rows[s].push_back(r);
+      w.embed.row_to_f32(q.ids[i], &h[static_cast<size_t>(r * H)]);
+    }
+    if (has_visual) {
+      QVL_CHECK(static_cast<int64_t>(visual_rows[s].size()) == q.visual->n_visual);
+      for (size_t j = 0; j < visual_rows[s].size(); ++j)
+        std::copy(q.visual->embeds + j * H, q.visual->embeds + (j + 1) * H, &h[static_cast<size_t>(visual_rows[s][j] * H)]);
+    }
   }
   emit("model.language_model.embed_tokens", h.data(), {n, H});
 
-  std::vector<float> cos_t(static_cast<size_t>(n * hd)), sin_t(static_cast<size_t>(n * hd));
-  mrope_tables(c, pos, n, cos_t.data(), sin_t.data());
+  std::vector<float> cos_t(static_cast<size_t>(n * hd)), sin_t(static_cast<size_t>(n * hd));  // [n, hd]
+  for (int64_t s = 0; s < S; ++s)
+    mrope_tables(c, seqs[s].pos, seqs[s].n, &cos_t[static_cast<size_t>(row0[s] * hd)], &sin_t[static_cast<size_t>(row0[s] * hd)]);
 
-  std::vector<float> x(static_cast<size_t>(n * H)), q(static_cast<size_t>(n * qd)), k(static_cast<size_t>(n * kvd)),
-      v(static_cast<size_t>(n * kvd)), attn(static_cast<size_t>(n * qd)), tmp(static_cast<size_t>(n * H)),
-      gate(static_cast<size_t>(n * I)), up(static_cast<size_t>(n * I));
+  std::vector<float> x(static_cast<size_t>(n * H)),       // [n, H] normed input
+      q(static_cast<size_t>(n * qd)),                     // [n, nh * hd]
+      k(static_cast<size_t>(n * kvd)),                    // [n, nkv * hd]
+      v(static_cast<size_t>(n * kvd)),                    // [n, nkv * hd]
+      attn(static_cast<size_t>(n * qd)),                  // [n, nh * hd]
+      tmp(static_cast<size_t>(n * H)),                    // [n, H]
+      gate(static_cast<size_t>(n * I)),                   // [n, I]
+      up(static_cast<size_t>(n * I));                     // [n, I]
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t group = nh / nkv;
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     const TextLayerW& L = w.layers[layer];
     // hidden_states = self.input_layernorm(hidden_states)
@@ -143,20 +191,23 @@ void text_forward(const Model& model, ThreadPool& pool, KVCache& cache, const in
       }
     });
     // key_states, value_states = past_key_values.update(key_states, value_states, self.layer_idx)
-    // Causal attention over the cache; query heads kv * group .. + group read kv head kv (repeat_kv), whose
-    // keys and values are appended to the cache and read back (widened from f16) once for the group.
-    const int64_t group = nh / nkv;
-    pool.parallel_for(nkv, 1, [&](int, int64_t kv0, int64_t kv1) {
+    // Causal attention over each sequence's cache; query heads kv * group .. + group read kv head kv
+    // (repeat_kv), whose keys and values are appended to the cache and read back (widened from f16) once
+    // for the group. Work items: (sequence, kv head).
+    pool.parallel_for(S * nkv, 1, [&](int, int64_t w0, int64_t w1) {
       thread_local AttentionScratch scratch;
       thread_local std::vector<float> kbuf, vbuf;
-      for (int64_t kv = kv0; kv < kv1; ++kv) {
-        for (int64_t i = 0; i < n; ++i)
-          cache.store(layer, static_cast<int>(kv), past + i, &k[i * kvd + kv * hd], &v[i * kvd + kv * hd]);
-        const float* kf = cache.keys(layer, static_cast<int>(kv), past + n, kbuf);
-        const float* vf = cache.values(layer, static_cast<int>(kv), past + n, vbuf);
+      for (int64_t item = w0; item < w1; ++item) {
+        const int64_t s = item / nkv, kv = item % nkv;
+        KVCache& cache = *seqs[s].cache;
+        const int64_t ns = seqs[s].n, r0 = row0[s], p0 = past[s];
+        for (int64_t i = 0; i < ns; ++i)
+          cache.store(layer, static_cast<int>(kv), p0 + i, &k[(r0 + i) * kvd + kv * hd], &v[(r0 + i) * kvd + kv * hd]);
+        const float* kf = cache.keys(layer, static_cast<int>(kv), p0 + ns, kbuf);
+        const float* vf = cache.values(layer, static_cast<int>(kv), p0 + ns, vbuf);
         for (int64_t hh = kv * group; hh < (kv + 1) * group; ++hh)
-          attention_head(&q[hh * hd], qd, n, kf, hd, vf, hd, past + n, hd, scale, /*causal_offset=*/past,
-                         &attn[hh * hd], qd, scratch);
+          attention_head(&q[r0 * qd + hh * hd], qd, ns, kf, hd, vf, hd, p0 + ns, hd, scale, /*causal_offset=*/p0,
+                         &attn[r0 * qd + hh * hd], qd, scratch, /*row_invariant=*/true);
       }
     });
     // hidden_states = residual + self.o_proj(attn_output)
@@ -170,20 +221,43 @@ void text_forward(const Model& model, ThreadPool& pool, KVCache& cache, const in
     matmul(pool, gate.data(), n, L.down, nullptr, tmp.data());
     add_inplace(pool, h.data(), tmp.data(), n * H);
     // hidden_states = self._deepstack_process(hidden_states, visual_pos_masks, deepstack_visual_embeds[layer_idx])
-    if (visual && visual->n_visual > 0 && layer < static_cast<int>(visual->deepstack.size())) {
-      for (size_t r = 0; r < visual_rows.size(); ++r)
-        add_inplace(pool, &h[static_cast<size_t>(visual_rows[r] * H)], visual->deepstack[layer] + r * H, H);
+    for (int64_t s = 0; s < S; ++s) {
+      const VisualInputs* vis = seqs[s].visual;
+      if (!vis || vis->n_visual == 0 || layer >= static_cast<int>(vis->deepstack.size())) continue;
+      for (size_t j = 0; j < visual_rows[s].size(); ++j)
+        add_inplace(pool, &h[static_cast<size_t>(visual_rows[s][j] * H)], vis->deepstack[layer] + j * H, H);
     }
     emit("model.language_model.layers." + std::to_string(layer), h.data(), {n, H});
   }
-  cache.advance(n);
-  if (mode == LogitsMode::kNone) return;
+  for (const TextSeq& s : seqs) s.cache->advance(s.n);
+
   // hidden_states = self.norm(hidden_states); logits = self.lm_head(hidden_states)
-  const int64_t first = mode == LogitsMode::kLast ? n - 1 : 0, rows = n - first;
-  rms_norm(pool, &h[static_cast<size_t>(first * H)], rows, H, w.norm.data(), c.rms_norm_eps, x.data());
+  // The rows that want logits, gathered so that the LM head (the largest matrix) is read once.
+  std::vector<int64_t> want;  // stacked row indices
+  for (int64_t s = 0; s < S; ++s) {
+    if (seqs[s].mode == LogitsMode::kNone) continue;
+    for (int64_t i = seqs[s].mode == LogitsMode::kLast ? seqs[s].n - 1 : 0; i < seqs[s].n; ++i) want.push_back(row0[s] + i);
+  }
+  if (want.empty()) return;
+  const int64_t rows = static_cast<int64_t>(want.size());
+  std::vector<float> picked(static_cast<size_t>(rows * H));  // [rows, H]
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy(&h[static_cast<size_t>(want[r] * H)], &h[static_cast<size_t>((want[r] + 1) * H)], &picked[static_cast<size_t>(r * H)]);
+  rms_norm(pool, picked.data(), rows, H, w.norm.data(), c.rms_norm_eps, x.data());
   emit("model.language_model.norm", x.data(), {rows, H});
-  matmul(pool, x.data(), rows, w.lm_head, nullptr, logits);
-  emit("lm_head", logits, {rows, V});
+  const bool one_out = S == 1;  // one sequence: its logits buffer takes all rows directly
+  std::vector<float> all_logits(one_out ? 0 : static_cast<size_t>(rows * V));  // [rows, V]
+  float* out = one_out ? seqs[0].logits : all_logits.data();
+  matmul(pool, x.data(), rows, w.lm_head, nullptr, out);
+  emit("lm_head", out, {rows, V});
+  if (one_out) return;
+  int64_t r = 0;
+  for (const TextSeq& s : seqs) {
+    if (s.mode == LogitsMode::kNone) continue;
+    const int64_t count = s.mode == LogitsMode::kLast ? 1 : s.n;
+    std::copy(&all_logits[static_cast<size_t>(r * V)], &all_logits[static_cast<size_t>((r + count) * V)], s.logits);
+    r += count;
+  }
 }
 
 }  // namespace qvl

@@ -3,6 +3,7 @@
 // and a KV cache so that each generated token costs one step.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,7 +32,20 @@ class KVCache {
   // (f32) or widened into buf (f16).
   const float* keys(int layer, int head, int64_t n, std::vector<float>& buf) const;
   const float* values(int layer, int head, int64_t n, std::vector<float>& buf) const;
-  void advance(int64_t n) { length_ += n; }
+  void advance(int64_t n) {
+    length_ += n;
+    high_water_ = std::max(high_water_, length_);
+  }
+  // Same layers, heads, head size and storage type (so positions can be copied from one to the other).
+  bool same_shape(const KVCache& o) const {
+    return n_layers_ == o.n_layers_ && n_kv_ == o.n_kv_ && head_dim_ == o.head_dim_ && type_ == o.type_;
+  }
+  // Makes this cache hold the first n positions of `from` (same_shape; n <= from.length(), capacity()).
+  void copy_prefix_from(const KVCache& from, int64_t n);
+  // Memory in use: the positions ever written (the pages touched), keys and values.
+  size_t committed_bytes() const {
+    return 2 * static_cast<size_t>(n_layers_) * n_kv_ * static_cast<size_t>(high_water_) * head_dim_ * elem_bytes();
+  }
   // Reserved size; pages are committed only when positions are written (the buffers are not zero-filled),
   // so a short conversation in a 4096-token cache costs only what it uses.
   size_t bytes() const { return 2 * size_ * elem_bytes(); }
@@ -42,8 +56,8 @@ class KVCache {
     return ((static_cast<size_t>(layer) * n_kv_ + head) * capacity_ + pos) * head_dim_;
   }
   const float* read(const uint8_t* base, int layer, int head, int64_t n, std::vector<float>& buf) const;
-  int n_kv_, head_dim_;
-  int64_t capacity_, length_ = 0;
+  int n_layers_, n_kv_, head_dim_;
+  int64_t capacity_, length_ = 0, high_water_ = 0;
   KVType type_;
   size_t size_ = 0;  // values per buffer
   std::unique_ptr<uint8_t[]> k_, v_;
@@ -58,6 +72,24 @@ struct VisualInputs {
 };
 
 enum class LogitsMode { kNone, kLast, kAll };
+
+// One sequence's part of a forward pass: n tokens (ids) at the 3-D positions pos[axis][i], placed after its
+// cache's current length; logits for its last token ([vocab]) or for all of them ([n, vocab]).
+struct TextSeq {
+  KVCache* cache = nullptr;
+  const int32_t* ids = nullptr;
+  int64_t n = 0;
+  const int32_t* pos[3] = {nullptr, nullptr, nullptr};
+  const VisualInputs* visual = nullptr;
+  LogitsMode mode = LogitsMode::kLast;
+  float* logits = nullptr;
+};
+
+// Runs several sequences in one pass: their rows are stacked so that every weight matrix is read once for
+// all of them (a decode round of many slots, or decode rows beside a prefill slice); attention reads each
+// sequence's own cache. Each row's result is the same as when its sequence runs alone.
+void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<TextSeq>& seqs,
+                        const DumpFn* dump = nullptr);
 
 // Runs n tokens (ids) at the given 3-D positions (pos[axis][i]) after the cache's current length, appends
 // their keys/values to the cache, and writes logits for the last token ([vocab]) or for all ([n, vocab]).

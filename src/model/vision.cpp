@@ -121,104 +121,146 @@ namespace {
 constexpr int64_t kMlpRows = 512;
 }  // namespace
 
-VisionOutput encode_images(const Model& model, ThreadPool& pool, const std::vector<const PreprocessedImage*>& images,
-                           const DumpFn* dump) {
+VisionEncoder::VisionEncoder(const Model& model, ThreadPool& pool, std::vector<const PreprocessedImage*> images,
+                             const DumpFn* dump)
+    : model_(model), images_(std::move(images)), dump_(dump) {
   const VisionConfig& c = model.config().vision;
   const VisionW& w = model.vision();
   const int64_t D = c.hidden_size, P = c.patch_dim(), hd = c.head_dim();
   const int merge = c.spatial_merge_size;
-  int64_t N = 0;
-  for (const PreprocessedImage* im : images) N += im->num_patches();
-  auto emit = [&](const std::string& name, const float* data, std::vector<int64_t> shape) {
-    if (dump) (*dump)(name, data, shape);
-  };
+  N_ = 0;
+  for (const PreprocessedImage* im : images_) N_ += im->num_patches();
+  const int64_t N = N_;
 
   // hidden_states = self.patch_embed(hidden_states): Conv3d with stride = kernel, i.e. a matrix product.
-  std::vector<float> pixels(static_cast<size_t>(N * P));
+  std::vector<float> pixels(static_cast<size_t>(N * P));  // [N, P]
   {
     int64_t off = 0;
-    for (const PreprocessedImage* im : images) {
+    for (const PreprocessedImage* im : images_) {
       QVL_CHECK(im->patch_dim == P);
       std::copy(im->pixel_values.begin(), im->pixel_values.end(), pixels.begin() + off);
       off += static_cast<int64_t>(im->pixel_values.size());
     }
   }
-  std::vector<float> h(static_cast<size_t>(N * D));  // [N, D]
-  matmul(pool, pixels.data(), N, w.patch_embed.w, w.patch_embed.bias(), h.data());
+  h_.resize(static_cast<size_t>(N * D));
+  matmul(pool, pixels.data(), N, w.patch_embed.w, w.patch_embed.bias(), h_.data());
   std::vector<float>().swap(pixels);  // not read again: give its memory back before the blocks run
-  emit("model.visual.patch_embed", h.data(), {N, D});
+  emit("model.visual.patch_embed", h_.data(), {N, D});
 
   // hidden_states = hidden_states + self.fast_pos_embed_interpolate(grid_thw); cos/sin of rot_pos_emb.
-  std::vector<float> cos_t(static_cast<size_t>(N * hd)), sin_t(static_cast<size_t>(N * hd));
+  cos_.resize(static_cast<size_t>(N * hd));
+  sin_.resize(static_cast<size_t>(N * hd));
   {
     int64_t off = 0;
-    for (const PreprocessedImage* im : images) {
+    for (const PreprocessedImage* im : images_) {
       const int64_t per_frame = static_cast<int64_t>(im->grid_h) * im->grid_w;
       for (int t = 0; t < im->grid_t; ++t) {
-        add_position_embedding(w, c, im->grid_h, im->grid_w, merge, h.data() + (off + t * per_frame) * D);
-        rotary_tables(c, im->grid_h, im->grid_w, merge, cos_t.data() + (off + t * per_frame) * hd,
-                      sin_t.data() + (off + t * per_frame) * hd);
+        add_position_embedding(w, c, im->grid_h, im->grid_w, merge, h_.data() + (off + t * per_frame) * D);
+        rotary_tables(c, im->grid_h, im->grid_w, merge, cos_.data() + (off + t * per_frame) * hd,
+                      sin_.data() + (off + t * per_frame) * hd);
       }
       off += im->num_patches();
     }
   }
-  emit("model.visual.pos_embed_added", h.data(), {N, D});
+  emit("model.visual.pos_embed_added", h_.data(), {N, D});
+  out_.deepstack.resize(c.deepstack_visual_indexes.size());
+  out_.dim = c.out_hidden_size;
+  out_.n_tokens = N / (merge * merge);
+}
 
-  std::vector<float> normed(static_cast<size_t>(N * D)), qkv(static_cast<size_t>(N * 3 * D)),
-      attn(static_cast<size_t>(N * D)), tmp(static_cast<size_t>(N * D)),
-      mlp(static_cast<size_t>(std::min(N, kMlpRows) * c.intermediate_size));
-  VisionOutput out;
-  out.deepstack.resize(c.deepstack_visual_indexes.size());
-  out.dim = c.out_hidden_size;
-  out.n_tokens = N / (merge * merge);
-  for (int layer = 0; layer < c.depth; ++layer) {
-    const VisionBlockW& b = w.blocks[layer];
-    // hidden_states = hidden_states + self.attn(self.norm1(hidden_states), ...)
-    layer_norm(pool, h.data(), N, D, b.norm1.w.data(), b.norm1.b.data(), c.layer_norm_eps, normed.data());
-    matmul(pool, normed.data(), N, b.qkv.w, b.qkv.bias(), qkv.data());
-    // query_states, key_states = apply_rotary_pos_emb_vision(q, k, cos, sin), per head
-    pool.parallel_for(N, 64, [&](int, int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i)
-        for (int hh = 0; hh < c.num_heads; ++hh) {
-          rope_rotate_half(&qkv[static_cast<size_t>(i * 3 * D + hh * hd)], hd, &cos_t[i * hd], &sin_t[i * hd]);
-          rope_rotate_half(&qkv[static_cast<size_t>(i * 3 * D + D + hh * hd)], hd, &cos_t[i * hd], &sin_t[i * hd]);
-        }
-    });
-    // Attention is block-diagonal: each image (each frame group) attends only to itself (cu_seqlens).
-    int64_t off = 0;
-    for (const PreprocessedImage* im : images) {
-      const int64_t per_frame = static_cast<int64_t>(im->grid_h) * im->grid_w;
-      for (int t = 0; t < im->grid_t; ++t, off += per_frame)
-        attention(pool, &qkv[static_cast<size_t>(off * 3 * D)], per_frame, c.num_heads, static_cast<int>(hd),
-                  &attn[static_cast<size_t>(off * D)]);
+void VisionEncoder::emit(const std::string& name, const float* data, std::vector<int64_t> shape) const {
+  if (dump_) (*dump_)(name, data, shape);
+}
+
+int VisionEncoder::blocks_left() const { return model_.config().vision.depth - layer_ + (merged_ ? 0 : 1); }
+
+int64_t VisionEncoder::block_macs(const VisionConfig& c, int64_t patches) {
+  const int64_t D = c.hidden_size;
+  // qkv, proj and the two MLP matrices, per patch; attention within an image adds less and is left out.
+  return patches * (4 * D * D + 2 * D * c.intermediate_size);
+}
+
+bool VisionEncoder::step(ThreadPool& pool, int max_blocks) {
+  const VisionConfig& c = model_.config().vision;
+  const VisionW& w = model_.vision();
+  const int64_t N = N_, D = c.hidden_size, hd = c.head_dim();
+  if (layer_ < c.depth && max_blocks > 0) {
+    // Scratch for this call's blocks: [N, D] normed, [N, 3D] qkv, [N, D] attention out and residual
+    // branch, [min(N, kMlpRows), I] MLP activations.
+    std::vector<float> normed(static_cast<size_t>(N * D)), qkv(static_cast<size_t>(N * 3 * D)),
+        attn(static_cast<size_t>(N * D)), tmp(static_cast<size_t>(N * D)),
+        mlp(static_cast<size_t>(std::min(N, kMlpRows) * c.intermediate_size));
+    std::vector<float>& h = h_;
+    for (int done = 0; done < max_blocks && layer_ < c.depth; ++done, ++layer_) {
+      const int layer = layer_;
+      const VisionBlockW& b = w.blocks[layer];
+      // hidden_states = hidden_states + self.attn(self.norm1(hidden_states), ...)
+      layer_norm(pool, h.data(), N, D, b.norm1.w.data(), b.norm1.b.data(), c.layer_norm_eps, normed.data());
+      matmul(pool, normed.data(), N, b.qkv.w, b.qkv.bias(), qkv.data());
+      // query_states, key_states = apply_rotary_pos_emb_vision(q, k, cos, sin), per head
+      pool.parallel_for(N, 64, [&](int, int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i)
+          for (int hh = 0; hh < c.num_heads; ++hh) {
+            rope_rotate_half(&qkv[static_cast<size_t>(i * 3 * D + hh * hd)], hd, &cos_[i * hd], &sin_[i * hd]);
+            rope_rotate_half(&qkv[static_cast<size_t>(i * 3 * D + D + hh * hd)], hd, &cos_[i * hd], &sin_[i * hd]);
+          }
+      });
+      // Attention is block-diagonal: each image (each frame group) attends only to itself (cu_seqlens).
+      int64_t off = 0;
+      for (const PreprocessedImage* im : images_) {
+        const int64_t per_frame = static_cast<int64_t>(im->grid_h) * im->grid_w;
+        for (int t = 0; t < im->grid_t; ++t, off += per_frame)
+          attention(pool, &qkv[static_cast<size_t>(off * 3 * D)], per_frame, c.num_heads, static_cast<int>(hd),
+                    &attn[static_cast<size_t>(off * D)]);
+      }
+      matmul(pool, attn.data(), N, b.proj.w, b.proj.bias(), tmp.data());
+      add_inplace(pool, h.data(), tmp.data(), N * D);
+      // hidden_states = hidden_states + self.mlp(self.norm2(hidden_states))
+      layer_norm(pool, h.data(), N, D, b.norm2.w.data(), b.norm2.b.data(), c.layer_norm_eps, normed.data());
+      // The MLP runs kMlpRows patches at a time: its [rows, intermediate] activations are the largest
+      // buffer of the tower (50 MB for a 1024x768 image whole).
+      for (int64_t r0 = 0; r0 < N; r0 += kMlpRows) {
+        const int64_t rows = std::min(kMlpRows, N - r0);
+        matmul(pool, &normed[static_cast<size_t>(r0 * D)], rows, b.fc1.w, b.fc1.bias(), mlp.data());
+        gelu_tanh(pool, mlp.data(), rows * c.intermediate_size);
+        matmul(pool, mlp.data(), rows, b.fc2.w, b.fc2.bias(), &tmp[static_cast<size_t>(r0 * D)]);
+      }
+      add_inplace(pool, h.data(), tmp.data(), N * D);
+      emit("model.visual.blocks." + std::to_string(layer), h.data(), {N, D});
+      // if layer_num in self.deepstack_visual_indexes: deepstack_merger_list[...](hidden_states)
+      auto ds = std::find(c.deepstack_visual_indexes.begin(), c.deepstack_visual_indexes.end(), layer);
+      if (ds != c.deepstack_visual_indexes.end()) {
+        const size_t j = static_cast<size_t>(ds - c.deepstack_visual_indexes.begin());
+        out_.deepstack[j] = patch_merger(pool, w.deepstack[j], c, h.data(), N, /*postshuffle=*/true);
+        emit("model.visual.deepstack_merger_list." + std::to_string(j), out_.deepstack[j].data(),
+             {out_.n_tokens, out_.dim});
+      }
     }
-    matmul(pool, attn.data(), N, b.proj.w, b.proj.bias(), tmp.data());
-    add_inplace(pool, h.data(), tmp.data(), N * D);
-    // hidden_states = hidden_states + self.mlp(self.norm2(hidden_states))
-    layer_norm(pool, h.data(), N, D, b.norm2.w.data(), b.norm2.b.data(), c.layer_norm_eps, normed.data());
-    // The MLP runs kMlpRows patches at a time: its [rows, intermediate] activations are the largest
-    // buffer of the tower (50 MB for a 1024x768 image whole).
-    for (int64_t r0 = 0; r0 < N; r0 += kMlpRows) {
-      const int64_t rows = std::min(kMlpRows, N - r0);
-      matmul(pool, &normed[static_cast<size_t>(r0 * D)], rows, b.fc1.w, b.fc1.bias(), mlp.data());
-      gelu_tanh(pool, mlp.data(), rows * c.intermediate_size);
-      matmul(pool, mlp.data(), rows, b.fc2.w, b.fc2.bias(), &tmp[static_cast<size_t>(r0 * D)]);
-    }
-    add_inplace(pool, h.data(), tmp.data(), N * D);
-    emit("model.visual.blocks." + std::to_string(layer), h.data(), {N, D});
-    // if layer_num in self.deepstack_visual_indexes: deepstack_merger_list[...](hidden_states)
-    auto ds = std::find(c.deepstack_visual_indexes.begin(), c.deepstack_visual_indexes.end(), layer);
-    if (ds != c.deepstack_visual_indexes.end()) {
-      const size_t j = static_cast<size_t>(ds - c.deepstack_visual_indexes.begin());
-      out.deepstack[j] = patch_merger(pool, w.deepstack[j], c, h.data(), N, /*postshuffle=*/true);
-      emit("model.visual.deepstack_merger_list." + std::to_string(j), out.deepstack[j].data(),
-           {out.n_tokens, out.dim});
-    }
+    return done();
   }
-  // hidden_states = self.merger(hidden_states)
-  out.embeds = patch_merger(pool, w.merger, c, h.data(), N, /*postshuffle=*/false);
-  emit("model.visual.merger", out.embeds.data(), {out.n_tokens, out.dim});
-  return out;
+  if (layer_ == c.depth && !merged_) {
+    // hidden_states = self.merger(hidden_states)
+    out_.embeds = patch_merger(pool, w.merger, c, h_.data(), N, /*postshuffle=*/false);
+    emit("model.visual.merger", out_.embeds.data(), {out_.n_tokens, out_.dim});
+    merged_ = true;
+    std::vector<float>().swap(h_);
+    std::vector<float>().swap(cos_);
+    std::vector<float>().swap(sin_);
+  }
+  return done();
+}
+
+VisionOutput VisionEncoder::take() {
+  QVL_CHECK(done());
+  return std::move(out_);
+}
+
+VisionOutput encode_images(const Model& model, ThreadPool& pool, const std::vector<const PreprocessedImage*>& images,
+                           const DumpFn* dump) {
+  VisionEncoder enc(model, pool, images, dump);
+  while (!enc.step(pool, model.config().vision.depth)) {
+  }
+  return enc.take();
 }
 
 }  // namespace qvl

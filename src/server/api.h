@@ -16,7 +16,7 @@
 #include "server/image_input.h"
 #include "server/metrics.h"
 #include "server/options.h"
-#include "server/scheduler.h"
+#include "engine/scheduler.h"
 
 namespace qvl::server {
 

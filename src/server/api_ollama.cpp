@@ -44,7 +44,8 @@ void add_stats(json& j, const JobUpdate& end) {
   j["done_reason"] = finish_reason_name(end.result.finish);
   j["total_duration"] = ns(end.total_ms);
   j["load_duration"] = 0;  // the model stays loaded
-  j["prompt_eval_count"] = t.prompt_tokens;
+  // As Ollama: the prompt tokens evaluated, those restored from the prefix cache not counted.
+  j["prompt_eval_count"] = t.prompt_tokens - t.cached_tokens;
   j["prompt_eval_duration"] = ns(t.preprocess_ms + t.vision_ms + t.prefill_ms);
   j["eval_count"] = t.generated_tokens;
   j["eval_duration"] = ns(t.decode_ms);

@@ -26,9 +26,11 @@ double per_second(int n, double ms) { return ms > 0 ? n * 1000.0 / ms : 0.0; }
 json timings_json(const JobUpdate& u) {
   const GenerateTimings& t = u.result.timings;
   json j;
-  j["prompt_n"] = t.prompt_tokens;
+  j["prompt_n"] = t.prompt_tokens - t.cached_tokens;  // read (llama.cpp: the tokens not from the cache)
+  j["cache_n"] = t.cached_tokens;
   j["prompt_ms"] = t.prefill_ms;
-  j["prompt_per_second"] = per_second(t.prompt_tokens, t.prefill_ms);
+  j["prompt_per_second"] = per_second(t.prompt_tokens - t.cached_tokens, t.prefill_ms);
+  j["images_cached"] = t.cached_images;
   j["image_tokens"] = t.image_tokens;
   j["image_ms"] = t.preprocess_ms + t.vision_ms;
   j["predicted_n"] = t.generated_tokens;
@@ -43,7 +45,8 @@ json timings_json(const JobUpdate& u) {
 json usage_json(const GenerateTimings& t) {
   return json{{"prompt_tokens", t.prompt_tokens},
               {"completion_tokens", t.generated_tokens},
-              {"total_tokens", t.prompt_tokens + t.generated_tokens}};
+              {"total_tokens", t.prompt_tokens + t.generated_tokens},
+              {"prompt_tokens_details", json{{"cached_tokens", t.cached_tokens}}}};
 }
 
 json chunk(const std::string& id, int64_t created, const std::string& model, json delta, json finish_reason,

@@ -1,6 +1,7 @@
 // The server's counters, histograms and gauges, rendered in the Prometheus text format for GET /metrics.
 #include "server/metrics.h"
 
+#include <chrono>
 #include <cstdio>
 
 namespace qvl::server {
@@ -58,7 +59,26 @@ void Histogram::render(const std::string& name, std::string& out) const {
 Metrics::Metrics()
     : ttft_({0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}),
       duration_({0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}),
-      image_encode_({0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}) {}
+      image_encode_({0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
+      inter_token_({0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1, 1.5, 2.5, 5}) {}
+
+namespace {
+int64_t steady_second() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+void Metrics::observe_round(int64_t prompt_tokens, int64_t generated_tokens, const std::vector<double>& token_gaps_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  prompt_read_ += static_cast<uint64_t>(prompt_tokens);
+  generated_rounds_ += static_cast<uint64_t>(generated_tokens);
+  for (double g : token_gaps_s) inter_token_.observe(g);
+  const int64_t now = steady_second();
+  Second& b = window_[now % kWindowS];
+  if (b.at != now) b = Second{now, 0, 0};
+  b.prompt += static_cast<uint64_t>(prompt_tokens);
+  b.generated += static_cast<uint64_t>(generated_tokens);
+}
 
 void Metrics::count_request(const std::string& endpoint, int status) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -69,6 +89,7 @@ void Metrics::observe(const GenerationSample& s) {
   std::lock_guard<std::mutex> lock(mu_);
   prompt_tokens_ += static_cast<uint64_t>(s.prompt_tokens);
   image_tokens_ += static_cast<uint64_t>(s.image_tokens);
+  cached_tokens_ += static_cast<uint64_t>(s.cached_tokens);
   generated_tokens_ += static_cast<uint64_t>(s.generated_tokens);
   images_ += static_cast<uint64_t>(s.images);
   ++(s.ok ? generations_ok_ : generations_failed_);
@@ -96,12 +117,57 @@ std::string Metrics::render(const Gauges& g) const {
   sample(out, "qvl_images_total", static_cast<double>(images_));
   header(out, "qvl_generated_tokens_total", "counter", "Tokens generated.");
   sample(out, "qvl_generated_tokens_total", static_cast<double>(generated_tokens_));
-  header(out, "qvl_time_to_first_token_seconds", "histogram", "From the start of the prefill to the first token.");
+  header(out, "qvl_prompt_tokens_cached_total", "counter", "Prompt tokens restored from the prefix cache (not read again).");
+  sample(out, "qvl_prompt_tokens_cached_total", static_cast<double>(cached_tokens_));
+  header(out, "qvl_prompt_tokens_read_total", "counter", "Prompt tokens run through the model, counted as they are read.");
+  sample(out, "qvl_prompt_tokens_read_total", static_cast<double>(prompt_read_));
+  {
+    // Rates over the last full kWindowS seconds (the current second is still filling).
+    const int64_t now = steady_second();
+    uint64_t p = 0, gen = 0;
+    for (const Second& b : window_)
+      if (b.at >= now - kWindowS && b.at < now) p += b.prompt, gen += b.generated;
+    header(out, "qvl_prompt_tokens_per_second", "gauge", "Prompt tokens read per second over the last 10 s.");
+    sample(out, "qvl_prompt_tokens_per_second", static_cast<double>(p) / kWindowS);
+    header(out, "qvl_generated_tokens_per_second", "gauge", "Tokens generated per second over the last 10 s, all streams.");
+    sample(out, "qvl_generated_tokens_per_second", static_cast<double>(gen) / kWindowS);
+  }
+  header(out, "qvl_time_to_first_token_seconds", "histogram", "From arrival to the first token, queueing included.");
   ttft_.render("qvl_time_to_first_token_seconds", out);
   header(out, "qvl_request_duration_seconds", "histogram", "From arrival to the last token, queueing included.");
   duration_.render("qvl_request_duration_seconds", out);
   header(out, "qvl_image_encode_seconds", "histogram", "Image preprocessing and vision encoder time per request.");
   image_encode_.render("qvl_image_encode_seconds", out);
+  header(out, "qvl_inter_token_latency_seconds", "histogram", "Gap between two tokens of one stream.");
+  inter_token_.render("qvl_inter_token_latency_seconds", out);
+  header(out, "qvl_image_cache_hits_total", "counter", "Images found in the image cache (not encoded again).");
+  sample(out, "qvl_image_cache_hits_total", static_cast<double>(g.image_cache_hits));
+  header(out, "qvl_image_cache_misses_total", "counter", "Image cache lookups that found nothing.");
+  sample(out, "qvl_image_cache_misses_total", static_cast<double>(g.image_cache_misses));
+  header(out, "qvl_image_cache_evictions_total", "counter", "Encoded images dropped to stay within --image-cache-mb.");
+  sample(out, "qvl_image_cache_evictions_total", static_cast<double>(g.image_cache_evictions));
+  header(out, "qvl_images_encoded_total", "counter", "Vision tower passes (one per distinct image not in the cache).");
+  sample(out, "qvl_images_encoded_total", static_cast<double>(g.images_encoded));
+  header(out, "qvl_image_cache_entries", "gauge", "Encoded images kept.");
+  sample(out, "qvl_image_cache_entries", static_cast<double>(g.image_cache_entries));
+  header(out, "qvl_image_cache_bytes", "gauge", "Memory of the encoded images kept.");
+  sample(out, "qvl_image_cache_bytes", static_cast<double>(g.image_cache_bytes));
+  header(out, "qvl_image_cache_budget_bytes", "gauge", "--image-cache-mb in bytes.");
+  sample(out, "qvl_image_cache_budget_bytes", static_cast<double>(g.image_cache_budget));
+  header(out, "qvl_prefix_cache_lookups_total", "counter", "Requests that looked for a cached prefix.");
+  sample(out, "qvl_prefix_cache_lookups_total", static_cast<double>(g.prefix_cache_lookups));
+  header(out, "qvl_prefix_cache_hits_total", "counter", "Requests that reused a cached prefix.");
+  sample(out, "qvl_prefix_cache_hits_total", static_cast<double>(g.prefix_cache_hits));
+  header(out, "qvl_prefix_cache_reused_tokens_total", "counter", "Prompt tokens restored from the prefix cache.");
+  sample(out, "qvl_prefix_cache_reused_tokens_total", static_cast<double>(g.prefix_cache_reused_tokens));
+  header(out, "qvl_prefix_cache_evictions_total", "counter", "KV caches dropped to stay within --prefix-cache-mb.");
+  sample(out, "qvl_prefix_cache_evictions_total", static_cast<double>(g.prefix_cache_evictions));
+  header(out, "qvl_prefix_cache_entries", "gauge", "KV caches of finished requests kept.");
+  sample(out, "qvl_prefix_cache_entries", static_cast<double>(g.prefix_cache_entries));
+  header(out, "qvl_prefix_cache_bytes", "gauge", "Memory of the KV caches kept.");
+  sample(out, "qvl_prefix_cache_bytes", static_cast<double>(g.prefix_cache_bytes));
+  header(out, "qvl_prefix_cache_budget_bytes", "gauge", "--prefix-cache-mb in bytes.");
+  sample(out, "qvl_prefix_cache_budget_bytes", static_cast<double>(g.prefix_cache_budget));
   header(out, "qvl_queue_depth", "gauge", "Requests waiting for a slot.");
   sample(out, "qvl_queue_depth", g.queue_depth);
   header(out, "qvl_busy_slots", "gauge", "Slots running a request.");

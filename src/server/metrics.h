@@ -28,6 +28,7 @@ class Histogram {
 // What a finished generation adds to the metrics.
 struct GenerationSample {
   int prompt_tokens = 0, image_tokens = 0, generated_tokens = 0;
+  int cached_tokens = 0;       // prompt tokens restored from the prefix cache
   int images = 0;
   double ttft_s = -1;          // < 0: no token came
   double duration_s = 0;       // submission to end
@@ -38,6 +39,11 @@ struct GenerationSample {
 struct Gauges {
   int queue_depth = 0, busy_slots = 0, slots = 0;
   bool loaded = false;
+  // The scheduler's caches (counters kept by the caches themselves).
+  uint64_t image_cache_hits = 0, image_cache_misses = 0, image_cache_evictions = 0, images_encoded = 0;
+  size_t image_cache_entries = 0, image_cache_bytes = 0, image_cache_budget = 0;
+  uint64_t prefix_cache_lookups = 0, prefix_cache_hits = 0, prefix_cache_reused_tokens = 0, prefix_cache_evictions = 0;
+  size_t prefix_cache_entries = 0, prefix_cache_bytes = 0, prefix_cache_budget = 0;
 };
 
 class Metrics {
@@ -45,14 +51,25 @@ class Metrics {
   Metrics();
   void count_request(const std::string& endpoint, int status);
   void observe(const GenerationSample& s);
+  // One scheduler round: prompt tokens read, tokens generated, the answering streams' gaps since their
+  // previous token (seconds).
+  void observe_round(int64_t prompt_tokens, int64_t generated_tokens, const std::vector<double>& token_gaps_s);
   std::string render(const Gauges& gauges) const;
 
  private:
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t prompt_tokens_ = 0, image_tokens_ = 0, generated_tokens_ = 0, images_ = 0;
-  uint64_t generations_ok_ = 0, generations_failed_ = 0;
-  Histogram ttft_, duration_, image_encode_;
+  uint64_t generations_ok_ = 0, generations_failed_ = 0, cached_tokens_ = 0;
+  uint64_t prompt_read_ = 0, generated_rounds_ = 0;  // from the rounds (as they happen)
+  Histogram ttft_, duration_, image_encode_, inter_token_;
+  // Tokens per second over the last kWindowS seconds: per-second buckets of (prompt read, generated).
+  static constexpr int kWindowS = 10;
+  struct Second {
+    int64_t at = -1;  // steady-clock second this bucket counts
+    uint64_t prompt = 0, generated = 0;
+  };
+  Second window_[kWindowS];
 };
 
 }  // namespace qvl::server

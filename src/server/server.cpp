@@ -88,6 +88,12 @@ struct Server::Impl {
     s.pin = options.pin;
     s.parallel = options.parallel;
     s.queue = options.queue;
+    s.slice_tokens = options.slice_tokens;
+    s.image_cache_bytes = static_cast<size_t>(options.image_cache_mb) << 20;
+    s.prefix_cache_bytes = static_cast<size_t>(options.prefix_cache_mb) << 20;
+    s.on_round = [this](int64_t prompt, int64_t generated, const std::vector<double>& gaps) {
+      metrics.observe_round(prompt, generated, gaps);
+    };
     s.load = [this]() -> Result<std::unique_ptr<Model>> {
       QVL_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, load());
       QVL_ASSIGN_OR_RETURN(SamplingParams sampling, SamplingParams::from_generation_config(model->generation()));
@@ -106,6 +112,7 @@ struct Server::Impl {
       GenerationSample g;
       g.prompt_tokens = t.prompt_tokens;
       g.image_tokens = t.image_tokens;
+      g.cached_tokens = t.cached_tokens;
       g.images = t.images;
       g.generated_tokens = t.generated_tokens;
       g.ttft_s = t.generated_tokens > 0 ? (u.queue_ms + t.ttft_ms) / 1000 : -1;
@@ -202,6 +209,21 @@ void Server::Impl::metrics_page(http::Response& res) {
   g.busy_slots = scheduler.busy_slots();
   g.slots = scheduler.slots();
   g.loaded = scheduler.state() == LoadState::kReady;
+  const CacheStats c = scheduler.cache_stats();
+  g.image_cache_hits = c.images.hits;
+  g.image_cache_misses = c.images.misses;
+  g.image_cache_evictions = c.images.evictions;
+  g.images_encoded = c.images_encoded;
+  g.image_cache_entries = c.images.entries;
+  g.image_cache_bytes = c.images.bytes;
+  g.image_cache_budget = c.images.budget;
+  g.prefix_cache_lookups = c.prefixes.lookups;
+  g.prefix_cache_hits = c.prefixes.hits;
+  g.prefix_cache_reused_tokens = c.prefixes.reused_tokens;
+  g.prefix_cache_evictions = c.prefixes.evictions;
+  g.prefix_cache_entries = c.prefixes.entries;
+  g.prefix_cache_bytes = c.prefixes.bytes;
+  g.prefix_cache_budget = c.prefixes.budget;
   res.set_content(metrics.render(g), "text/plain; version=0.0.4; charset=utf-8");
 }
 

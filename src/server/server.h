@@ -8,7 +8,7 @@
 #include <string>
 
 #include "server/options.h"
-#include "server/scheduler.h"
+#include "engine/scheduler.h"
 #include "util/status.h"
 
 namespace qvl::server {

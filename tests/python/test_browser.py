@@ -272,7 +272,7 @@ def test_markdown_formatting(driver, server):
 
 
 def test_error_messages_for_missing_key_bad_image_and_busy(driver):
-    with run_server("--queue", "0", api_key="page-key") as s:
+    with run_server("--queue", "0", "--parallel", "1", api_key="page-key") as s:
         open_page(driver, s.url)
         driver.execute_script("localStorage.clear(); sessionStorage.clear()")
         # No API key: 401, said plainly; the question goes back into the composer to retry.

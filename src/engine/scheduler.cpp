@@ -1,16 +1,19 @@
 // The one inference thread: it loads the model, then admits queued requests into a fixed number of slots
-// and interleaves their decode steps round-robin, streaming each request's text to its Job.
+// and runs them in rounds.
 //
-// Each round of the loop admits at most one new request (its image encoding and prefill run there, between
-// the decode steps of the others) and then gives every active session one step. So a short request that
-// arrives while a long one decodes waits for one prefill, not for the long one to end.
-#include "server/scheduler.h"
+// A round admits at most one new request (its images preprocessed and its prompt built, a cached prefix
+// restored), gives the oldest slot still reading its prompt one slice of work — some vision blocks of an
+// image, or up to slice_tokens prompt tokens — and decodes one token of every answering slot; the prompt
+// slice and the decode rows go through the text model as one batch, so its weights are read once a round.
+// A stream therefore waits at most one slice between two tokens, and a new request waits for none of the
+// running ones to end.
+#include "engine/scheduler.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <exception>
 
-namespace qvl::server {
+namespace qvl {
 
 namespace {
 double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
@@ -99,8 +102,13 @@ void Job::publish_finish() {
 
 // ---- Scheduler ------------------------------------------------------------------------------------------
 
-Scheduler::Scheduler(SchedulerOptions options) : options_(std::move(options)) {
-  QVL_CHECK(options_.parallel >= 1 && options_.queue >= 0 && options_.threads >= 1);
+Scheduler::Scheduler(SchedulerOptions options)
+    : options_(std::move(options)), image_cache_(options_.image_cache_bytes), prefix_cache_(options_.prefix_cache_bytes) {
+  QVL_CHECK(options_.parallel >= 1 && options_.queue >= 0 && options_.threads >= 1 && options_.slice_tokens >= 1);
+}
+
+CacheStats Scheduler::cache_stats() const {
+  return CacheStats{image_cache_.stats(), prefix_cache_.stats(), images_encoded_.load()};
 }
 
 Scheduler::~Scheduler() { stop(); }
@@ -183,6 +191,11 @@ void Scheduler::run() {
   }
   model_ = std::move(loaded).value();
   load_ms_ = ms_between(t0, std::chrono::steady_clock::now());
+  {
+    const TextConfig& c = model_->config().text;
+    const int64_t H = c.hidden_size, qd = c.num_attention_heads * c.head_dim, kvd = c.num_key_value_heads * c.head_dim;
+    text_macs_per_token_ = c.num_hidden_layers * (H * qd + 2 * H * kvd + qd * H + 3 * H * c.intermediate_size);
+  }
   ThreadPool pool(options_.threads);
   if (options_.pin) {
     auto cpus = pool.pin_to_cores();
@@ -216,23 +229,15 @@ void Scheduler::run() {
       // cancel_all() or stop(): everything queued or running ends now.
       const std::string msg = "the server is shutting down";
       for (auto& job : dropped) finish_job(*job, JobError::kShutdown, msg, GenerateResult{});
-      for (Slot& s : active_) {
-        s.session->cancel();
-        finish_job(*s.job, JobError::kShutdown, msg, s.session->result());
-      }
+      for (Slot& s : active_) finish_slot(s, JobError::kShutdown, msg);
       active_.clear();
+      encodings_.clear();
       if (stopping) return;
       continue;
     }
     drop_expired_queued();
-    if (incoming) admit(std::move(incoming), pool);
-    for (size_t i = 0; i < active_.size();) {
-      if (step_slot(active_[i], pool)) {
-        ++i;
-      } else {
-        active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
-      }
-    }
+    if (incoming) admit(std::move(incoming));
+    round(pool);
     std::lock_guard<std::mutex> lock(mu_);
     busy_ = static_cast<int>(active_.size());
   }
@@ -265,7 +270,7 @@ void Scheduler::drop_expired_queued() {
   }
 }
 
-void Scheduler::admit(std::shared_ptr<Job> job, ThreadPool& pool) {
+void Scheduler::admit(std::shared_ptr<Job> job) {
   const auto now = std::chrono::steady_clock::now();
   if (job->cancel_requested()) return finish_job(*job, JobError::kCancelled, "the client went away", {});
   if (job->past_deadline(now)) {
@@ -275,61 +280,181 @@ void Scheduler::admit(std::shared_ptr<Job> job, ThreadPool& pool) {
                       {});
   }
   job->started_at_ = now;
-  auto session = std::make_unique<Session>(*model_);
+  auto session = std::make_unique<Session>(*model_, SessionCaches{options_.image_cache_bytes ? &image_cache_ : nullptr,
+                                                                  options_.prefix_cache_bytes ? &prefix_cache_ : nullptr});
   Status s;
   try {
     const InferenceRequest& r = job->request_;
-    // A client gone or the deadline passed stops a long prompt between its prefill slices.
-    GenerateCallbacks cb;
-    cb.keep_going = [&job] {
-      return !job->cancel_requested() && !job->past_deadline(std::chrono::steady_clock::now());
-    };
-    s = session->start(pool, r.messages, r.images, r.options, cb);
+    s = session->prepare(r.messages, r.images, r.options);
   } catch (const std::exception& e) {
     return finish_job(*job, JobError::kInternal, std::string("the engine failed: ") + e.what(), {});
   }
-  std::vector<ImageRGB>().swap(job->request_.images);  // pixels are in the KV cache now
+  std::vector<ImageRGB>().swap(job->request_.images);  // what must be encoded is preprocessed now
   if (!s.ok()) return finish_job(*job, JobError::kInvalidRequest, s.message(), session->result());
-  if (session->result().finish == FinishReason::kCancelled) {
-    if (job->cancel_requested()) return finish_job(*job, JobError::kCancelled, "the client went away", session->result());
-    return finish_job(*job, JobError::kTimeout,
-                      "the request ran past the server's timeout of " + seconds_text(job->request_.timeout_s) +
-                          " s while reading its prompt; use smaller images (max_pixels) or raise --timeout",
-                      session->result());
-  }
   job->mark_started();
-  if (session->done()) return finish_job(*job, JobError::kNone, "", session->result());  // max_tokens 0
-  active_.push_back({std::move(job), std::move(session)});
+  active_.push_back(Slot{std::move(job), std::move(session)});
 }
 
-bool Scheduler::step_slot(Slot& slot, ThreadPool& pool) {
+bool Scheduler::check_alive(Slot& slot) {
+  if (slot.ended) return false;
   Job& job = *slot.job;
-  Session& session = *slot.session;
   if (job.cancel_requested()) {
-    session.cancel();
-    finish_job(job, JobError::kCancelled, "the client went away", session.result());
+    finish_slot(slot, JobError::kCancelled, "the client went away");
     return false;
   }
   if (job.past_deadline(std::chrono::steady_clock::now())) {
-    session.cancel();
-    finish_job(job, JobError::kTimeout,
-               "the request ran past the server's timeout of " + seconds_text(job.request_.timeout_s) +
-                   " s; ask for fewer tokens (max_tokens) or raise --timeout",
-               session.result());
+    const bool reading = slot.session->phase() == Session::Phase::kVision || slot.session->phase() == Session::Phase::kPrefill;
+    finish_slot(slot, JobError::kTimeout,
+                "the request ran past the server's timeout of " + seconds_text(job.request_.timeout_s) +
+                    (reading ? " s while reading its prompt; use smaller images (max_pixels) or raise --timeout"
+                             : " s; ask for fewer tokens (max_tokens) or raise --timeout"));
     return false;
   }
-  Session::Step step;
-  try {
-    step = session.step(pool);
-  } catch (const std::exception& e) {
-    session.cancel();
-    finish_job(job, JobError::kInternal, std::string("the engine failed: ") + e.what(), session.result());
-    return false;
+  return true;
+}
+
+void Scheduler::finish_slot(Slot& slot, JobError error, std::string message) {
+  slot.ended = true;
+  if (error != JobError::kNone) slot.session->cancel();
+  finish_job(*slot.job, error, std::move(message), slot.session->result());
+}
+
+// One slice of an image's tower pass: the blocks whose weight products cost about slice_tokens prompt tokens.
+void Scheduler::encode_slice(Encoding& e, ThreadPool& pool) {
+  if (!e.encoder) {
+    e.encoder = std::make_unique<VisionEncoder>(*model_, pool, std::vector<const PreprocessedImage*>{e.pixels.get()});
+    return;  // the patch embedding was this round's slice
   }
-  if (!step.text.empty()) job.push_text(step.text);
-  if (!step.done) return true;
-  finish_job(job, JobError::kNone, "", session.result());
-  return false;
+  const int64_t block = std::max<int64_t>(1, VisionEncoder::block_macs(model_->config().vision, e.encoder->patches()));
+  const int64_t budget = static_cast<int64_t>(options_.slice_tokens) * text_macs_per_token_;
+  const int blocks = static_cast<int>(std::clamp<int64_t>(budget / block, 1, model_->config().vision.depth));
+  if (!e.encoder->step(pool, blocks)) return;
+  auto parts = split_encoded(e.encoder->take(), {e.pixels.get()});
+  ++images_encoded_;
+  if (options_.image_cache_bytes) image_cache_.put(e.key, parts[0]);
+  for (Slot& s : active_) s.session->provide_image(e.key, parts[0]);
+  e.encoder.reset();
+  e.pixels.reset();
+}
+
+void Scheduler::round(ThreadPool& pool) {
+  // Slots whose client left or whose deadline passed end here. Slots that end are only marked during
+  // the round (pointers into active_ stay valid) and erased at its end.
+  for (Slot& s : active_) check_alive(s);
+
+  // Images: taken from the cache when another request has encoded them meanwhile, else queued for
+  // encoding once (however many slots wait for them); encodings nobody waits for any more are dropped.
+  std::vector<bool> wanted(encodings_.size(), false);
+  for (Slot& s : active_) {
+    if (s.ended) continue;
+    for (const Session::PendingImage& p : s.session->pending_images()) {
+      if (options_.image_cache_bytes) {
+        if (auto hit = image_cache_.find(p.key)) {
+          s.session->provide_image(p.key, hit);
+          continue;
+        }
+      }
+      size_t e = 0;
+      while (e < encodings_.size() && encodings_[e].key != p.key) ++e;
+      if (e == encodings_.size()) {
+        encodings_.push_back({p.key, p.pixels, nullptr});
+        wanted.push_back(true);
+      } else {
+        wanted[e] = true;
+      }
+    }
+  }
+  for (size_t e = encodings_.size(); e-- > 0;)
+    if (!wanted[e]) encodings_.erase(encodings_.begin() + static_cast<std::ptrdiff_t>(e));
+
+  std::vector<TextSeq> batch;
+  std::vector<Slot*> batch_slots;
+  // The oldest slot still reading its prompt gets this round's slice: vision blocks of its first missing
+  // image, or prompt tokens (which join the decode rows' batch).
+  for (Slot& s : active_) {
+    if (s.ended) continue;
+    const Session::Phase ph = s.session->phase();
+    if (ph == Session::Phase::kVision) {
+      const std::vector<Session::PendingImage> pending = s.session->pending_images();
+      if (pending.empty()) continue;  // provided above: it reads its prompt from the next round on
+      for (Encoding& e : encodings_) {
+        if (e.key != pending[0].key) continue;
+        try {
+          encode_slice(e, pool);
+        } catch (const std::exception& ex) {
+          // Every slot waiting for this image fails with it.
+          for (Slot& w : active_) {
+            if (w.ended) continue;
+            bool waits = false;
+            for (const auto& p : w.session->pending_images()) waits = waits || p.key == e.key;
+            if (waits) finish_slot(w, JobError::kInternal, std::string("the engine failed: ") + ex.what());
+          }
+          e.pixels.reset();
+        }
+        break;
+      }
+      break;
+    }
+    if (ph == Session::Phase::kPrefill) {
+      batch.push_back(s.session->prefill_slice(options_.slice_tokens));
+      batch_slots.push_back(&s);
+      break;
+    }
+  }
+  for (size_t e = encodings_.size(); e-- > 0;)
+    if (!encodings_[e].pixels) encodings_.erase(encodings_.begin() + static_cast<std::ptrdiff_t>(e));
+
+  // Every answering slot: its next token (sampled from the logits of the previous round), then its row.
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<double> gaps;
+  int64_t generated = 0;
+  for (Slot& s : active_) {
+    if (s.ended || s.session->phase() != Session::Phase::kDecode) continue;
+    Session::Step step;
+    try {
+      step = s.session->sample();
+    } catch (const std::exception& e) {
+      finish_slot(s, JobError::kInternal, std::string("the engine failed: ") + e.what());
+      continue;
+    }
+    if (!step.text.empty()) s.job->push_text(step.text);
+    const int tokens = s.session->result().timings.generated_tokens;
+    if (tokens > s.tokens_seen) {
+      if (s.tokens_seen > 0) gaps.push_back(std::chrono::duration<double>(now - s.last_token).count());
+      generated += tokens - s.tokens_seen;
+      s.tokens_seen = tokens;
+      s.last_token = now;
+    }
+    if (step.done) {
+      finish_slot(s, JobError::kNone, "");
+      continue;
+    }
+    batch.push_back(s.session->decode_row());
+    batch_slots.push_back(&s);
+  }
+  int64_t prompt_read = 0;
+  if (!batch.empty()) {
+    try {
+      text_forward_batch(*model_, pool, batch);
+      for (size_t b = 0; b < batch.size(); ++b) {
+        Session& session = *batch_slots[b]->session;
+        if (session.phase() == Session::Phase::kPrefill) {
+          prompt_read += batch[b].n;
+          session.prefill_done(batch[b]);
+        } else {
+          session.decode_done();
+        }
+      }
+    } catch (const std::exception& e) {
+      for (Slot* s : batch_slots)
+        if (!s->ended) finish_slot(*s, JobError::kInternal, std::string("the engine failed: ") + e.what());
+    }
+  }
+  // A session that ends a prompt with max_tokens 0 is done without a sample.
+  for (Slot& s : active_)
+    if (!s.ended && s.session->done()) finish_slot(s, JobError::kNone, "");
+  active_.erase(std::remove_if(active_.begin(), active_.end(), [](const Slot& s) { return s.ended; }), active_.end());
+  if (options_.on_round && (prompt_read > 0 || generated > 0)) options_.on_round(prompt_read, generated, gaps);
 }
 
 // The metrics hook and the slot count hear of the end before the client does, so /metrics already counts
@@ -345,4 +470,4 @@ void Scheduler::finish_job(Job& job, JobError error, std::string message, const 
   job.publish_finish();
 }
 
-}  // namespace qvl::server
+}  // namespace qvl

@@ -1,5 +1,8 @@
 // The one inference thread: it loads the model, then admits queued requests into a fixed number of slots
-// and interleaves their decode steps round-robin, streaming each request's text to its Job.
+// and runs them in rounds: each round decodes one token for every slot that is answering, in one batched
+// forward pass, and gives one bounded slice of work (vision blocks or prompt tokens) to the oldest slot
+// still reading its prompt. Encoded images and finished requests' KV caches are kept for later requests.
+// No HTTP here: the server submits plain requests and reads Jobs.
 #pragma once
 
 #include <atomic>
@@ -14,9 +17,12 @@
 #include <vector>
 
 #include "engine/generate.h"
+#include "engine/image_cache.h"
+#include "engine/prefix_cache.h"
 #include "engine/session.h"
+#include "model/vision.h"
 
-namespace qvl::server {
+namespace qvl {
 
 // One request as the engine sees it: plain structs, no JSON.
 struct InferenceRequest {
@@ -28,7 +34,7 @@ struct InferenceRequest {
 
 enum class JobError {
   kNone,
-  kInvalidRequest,  // Session::start refused it (prompt over the context, bad image size, bad options)
+  kInvalidRequest,  // Session::prepare refused it (prompt over the context, bad image size, bad options)
   kTimeout,         // past its timeout, queued or running
   kCancelled,       // the client went away
   kShutdown,        // the server stopped before the request finished
@@ -38,12 +44,12 @@ enum class JobError {
 // What the HTTP side learns from a job at each Job::wait().
 struct JobUpdate {
   std::string text;       // text produced since the previous wait()
-  bool started = false;   // the prompt was read (prefilled): the request was valid
+  bool started = false;   // the request was admitted and its prompt built: it is valid
   bool finished = false;
   JobError error = JobError::kNone;
   std::string error_message;
   GenerateResult result;  // once finished (text so far on timeout or cancel)
-  double queue_ms = 0;    // submission to the start of the prefill
+  double queue_ms = 0;    // submission to admission into a slot
   double total_ms = 0;    // submission to the end
 };
 
@@ -91,9 +97,23 @@ struct SchedulerOptions {
   bool pin = false;   // its threads pinned one per physical core (ThreadPool::pin_to_cores)
   int parallel = 1;   // slots
   int queue = 16;     // waiting requests at most
+  // The work given to a reading prompt per round, in prompt tokens (a vision slice is the blocks whose
+  // weight products cost about as much): bounds how long answering streams wait between tokens.
+  int slice_tokens = 128;
+  size_t image_cache_bytes = size_t{256} << 20;   // encoded images kept (0: none)
+  size_t prefix_cache_bytes = size_t{512} << 20;  // finished requests' KV caches kept (0: none)
   ModelLoader load;   // runs first on the inference thread
   // Hears every finished job on the inference thread (metrics); must be quick and thread-safe.
   std::function<void(const JobUpdate&)> on_finish;
+  // Hears every round: prompt tokens read, tokens generated, and each answering slot's gap since its
+  // previous token (seconds); on the inference thread, quick and thread-safe.
+  std::function<void(int64_t prompt_tokens, int64_t generated_tokens, const std::vector<double>& token_gaps_s)> on_round;
+};
+
+struct CacheStats {
+  ImageCache::Stats images;
+  PrefixCache::Stats prefixes;
+  uint64_t images_encoded = 0;  // tower passes run (one per distinct image not in the cache)
 };
 
 enum class LoadState { kLoading, kReady, kFailed };
@@ -124,6 +144,7 @@ class Scheduler {
   int queue_depth() const;
   int busy_slots() const;
   int slots() const { return options_.parallel; }
+  CacheStats cache_stats() const;
   bool idle() const;  // nothing queued or running
 
   // Refuses new requests from now on (graceful shutdown); running and queued ones continue.
@@ -137,12 +158,25 @@ class Scheduler {
   struct Slot {
     std::shared_ptr<Job> job;
     std::unique_ptr<Session> session;
+    std::chrono::steady_clock::time_point last_token;  // when its latest token was sampled
+    int tokens_seen = 0;  // generated tokens counted so far
+    bool ended = false;   // its job is finished; erased at the end of the round
+  };
+  // An image's tower pass in progress, shared by every slot that waits for it.
+  struct Encoding {
+    ImageKey key;
+    std::shared_ptr<const PreprocessedImage> pixels;
+    std::unique_ptr<VisionEncoder> encoder;  // created at its first slice
   };
   void run();
-  void admit(std::shared_ptr<Job> job, ThreadPool& pool);
-  bool step_slot(Slot& slot, ThreadPool& pool);  // false: the slot is free again
+  void admit(std::shared_ptr<Job> job);
+  // false: the slot's job ended (cancelled or past its deadline) and the slot is free again.
+  bool check_alive(Slot& slot);
+  void round(ThreadPool& pool);
+  void encode_slice(Encoding& e, ThreadPool& pool);
   void drop_expired_queued();
   void finish_job(Job& job, JobError error, std::string message, const GenerateResult& result);
+  void finish_slot(Slot& slot, JobError error, std::string message);
 
   SchedulerOptions options_;
   std::unique_ptr<Model> model_;
@@ -153,7 +187,12 @@ class Scheduler {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
-  std::vector<Slot> active_;  // touched only by the inference thread; its size mirrored in busy_
+  std::vector<Slot> active_;  // touched only by the inference thread, oldest first; its size mirrored in busy_
+  std::vector<Encoding> encodings_;  // inference thread only
+  ImageCache image_cache_;
+  PrefixCache prefix_cache_;
+  std::atomic<uint64_t> images_encoded_{0};
+  int64_t text_macs_per_token_ = 0;  // weight products of one prompt token (sizes vision slices)
   int busy_ = 0;
   bool accepting_ = true, stop_ = false, cancel_all_ = false;
   std::thread thread_;
@@ -161,4 +200,4 @@ class Scheduler {
 
 const char* job_error_name(JobError e);
 
-}  // namespace qvl::server
+}  // namespace qvl

@@ -1,0 +1,99 @@
+// The vision tower's output per image, LRU within a byte budget; keys are SHA-256 of pixels + preprocessing.
+#include "engine/image_cache.h"
+
+#include <cstring>
+
+#include <openssl/evp.h>
+
+#include "util/status.h"
+
+namespace qvl {
+
+namespace {
+template <class T>
+void add_value(EVP_MD_CTX* ctx, const T& v) {
+  EVP_DigestUpdate(ctx, &v, sizeof v);
+}
+}  // namespace
+
+ImageKey image_key(const ImageRGB& image, const ImageProcessorConfig& config, const PreprocessOptions& options) {
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  QVL_CHECK(ctx && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1);
+  const char tag[] = "qvl-image-v1";
+  EVP_DigestUpdate(ctx.get(), tag, sizeof tag);
+  add_value(ctx.get(), static_cast<int64_t>(image.width));
+  add_value(ctx.get(), static_cast<int64_t>(image.height));
+  add_value(ctx.get(), options.min_pixels > 0 ? options.min_pixels : config.min_pixels);
+  add_value(ctx.get(), options.max_pixels > 0 ? options.max_pixels : config.max_pixels);
+  add_value(ctx.get(), static_cast<int64_t>(config.patch_size));
+  add_value(ctx.get(), static_cast<int64_t>(config.temporal_patch_size));
+  add_value(ctx.get(), static_cast<int64_t>(config.merge_size));
+  for (float f : config.image_mean) add_value(ctx.get(), f);
+  for (float f : config.image_std) add_value(ctx.get(), f);
+  add_value(ctx.get(), config.rescale_factor);
+  add_value(ctx.get(), static_cast<uint64_t>(image.pixels.size()));
+  EVP_DigestUpdate(ctx.get(), image.pixels.data(), image.pixels.size());
+  ImageKey key{};
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx.get(), key.data(), &len);
+  QVL_CHECK(len == key.size());
+  return key;
+}
+
+std::string image_key_hex(const ImageKey& key) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : key) {
+    s += digits[b >> 4];
+    s += digits[b & 15];
+  }
+  return s;
+}
+
+size_t EncodedImage::bytes() const {
+  size_t n = embeds.size();
+  for (const auto& d : deepstack) n += d.size();
+  return n * sizeof(float) + sizeof(EncodedImage);
+}
+
+std::shared_ptr<const EncodedImage> ImageCache::find(const ImageKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) {
+    ++misses_;
+    return nullptr;
+  }
+  ++hits_;
+  lru_.splice(lru_.begin(), lru_, it->second.at);
+  return it->second.image;
+}
+
+void ImageCache::put(const ImageKey& key, std::shared_ptr<const EncodedImage> image) {
+  QVL_CHECK(image != nullptr);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto old = entries_.find(key);
+  if (old != entries_.end()) {
+    bytes_ -= old->second.image->bytes();
+    lru_.erase(old->second.at);
+    entries_.erase(old);
+  }
+  const size_t size = image->bytes();
+  if (size > budget_) return;
+  lru_.push_front(key);
+  entries_[key] = Entry{std::move(image), lru_.begin()};
+  bytes_ += size;
+  while (bytes_ > budget_) {
+    auto victim = entries_.find(lru_.back());
+    bytes_ -= victim->second.image->bytes();
+    entries_.erase(victim);
+    lru_.pop_back();
+    ++evictions_;
+  }
+}
+
+ImageCache::Stats ImageCache::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Stats{hits_, misses_, evictions_, entries_.size(), bytes_, budget_};
+}
+
+}  // namespace qvl
