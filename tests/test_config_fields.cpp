@@ -38,6 +38,8 @@ TEST(ConfigFields, OutOfRangeAndNonIntegerValuesNameTheField) {
       {[](nlohmann::json& j) { j["text_config"]["num_attention_heads"] = 0; }, "num_attention_heads must be positive"},
       {[](nlohmann::json& j) { j["text_config"]["rope_scaling"]["mrope_section"] = {2147483647, 1, 0}; }, "mrope_section"},
       {[](nlohmann::json& j) { j["vision_config"]["num_position_embeddings"] = 2147483647; }, "must be a square"},
+      {[](nlohmann::json& j) { j["vision_config"]["temporal_patch_size"] = 0; }, "temporal_patch_size must be positive"},
+      {[](nlohmann::json& j) { j["vision_config"]["in_channels"] = -3; }, "in_channels must be positive"},
   };
   for (const Case& c : cases) {
     nlohmann::json j = real_config();

@@ -85,6 +85,8 @@ Result<ModelConfig> ModelConfig::parse(const std::string& json_text, const std::
   for (auto [v, name] : {std::pair{vc.depth, "vision_config.depth"}, {vc.hidden_size, "vision_config.hidden_size"},
                          {vc.intermediate_size, "vision_config.intermediate_size"}, {vc.num_heads, "vision_config.num_heads"},
                          {vc.patch_size, "vision_config.patch_size"}, {vc.spatial_merge_size, "vision_config.spatial_merge_size"},
+                         {vc.temporal_patch_size, "vision_config.temporal_patch_size"},
+                         {vc.in_channels, "vision_config.in_channels"},
                          {vc.out_hidden_size, "vision_config.out_hidden_size"},
                          {vc.num_position_embeddings, "vision_config.num_position_embeddings"},
                          {tc.hidden_size, "text_config.hidden_size"}, {tc.intermediate_size, "text_config.intermediate_size"},
