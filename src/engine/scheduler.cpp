@@ -10,6 +10,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 
@@ -319,16 +320,34 @@ void Scheduler::finish_slot(Slot& slot, JobError error, std::string message) {
   finish_job(*slot.job, error, std::move(message), slot.session->result());
 }
 
-// One slice of an image's tower pass: the blocks whose weight products cost about slice_tokens prompt tokens.
+// One slice of an image's tower pass: as many blocks as take about as long as a prompt slice, from the
+// times measured so far (before any measurement: one block, or the weight products' ratio).
 void Scheduler::encode_slice(Encoding& e, ThreadPool& pool) {
   if (!e.encoder) {
     e.encoder = std::make_unique<VisionEncoder>(*model_, pool, std::vector<const PreprocessedImage*>{e.pixels.get()});
     return;  // the patch embedding was this round's slice
   }
-  const int64_t block = std::max<int64_t>(1, VisionEncoder::block_macs(model_->config().vision, e.encoder->patches()));
-  const int64_t budget = static_cast<int64_t>(options_.slice_tokens) * text_macs_per_token_;
-  const int blocks = static_cast<int>(std::clamp<int64_t>(budget / block, 1, model_->config().vision.depth));
-  if (!e.encoder->step(pool, blocks)) return;
+  const VisionConfig& vc = model_->config().vision;
+  const double patches = static_cast<double>(e.encoder->patches());
+  int blocks = 1;
+  if (vision_ms_per_block_patch_ > 0) {
+    const double block_ms = vision_ms_per_block_patch_ * patches;
+    const double slice_ms =
+        prefill_ms_per_token_ > 0
+            ? options_.slice_tokens * prefill_ms_per_token_
+            : block_ms * static_cast<double>(options_.slice_tokens) * static_cast<double>(text_macs_per_token_) /
+                  static_cast<double>(std::max<int64_t>(1, VisionEncoder::block_macs(vc, e.encoder->patches())));
+    blocks = static_cast<int>(std::clamp<double>(std::floor(slice_ms / block_ms), 1, vc.depth));
+  }
+  const int before = e.encoder->blocks_left();
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool done = e.encoder->step(pool, blocks);
+  const int ran = before - e.encoder->blocks_left() - (done ? 1 : 0);  // blocks, the merger not counted
+  if (ran > 0 && !done) {
+    const double ms = ms_between(t0, std::chrono::steady_clock::now()) / (ran * patches);
+    vision_ms_per_block_patch_ = vision_ms_per_block_patch_ > 0 ? 0.7 * vision_ms_per_block_patch_ + 0.3 * ms : ms;
+  }
+  if (!done) return;
   auto parts = split_encoded(e.encoder->take(), {e.pixels.get()});
   ++images_encoded_;
   if (options_.image_cache_bytes) image_cache_.put(e.key, parts[0]);
@@ -435,7 +454,19 @@ void Scheduler::round(ThreadPool& pool) {
   int64_t prompt_read = 0;
   if (!batch.empty()) {
     try {
+      const auto t0 = std::chrono::steady_clock::now();
       text_forward_batch(*model_, pool, batch);
+      // The costs that size the vision slices: a decode-only round, and a prompt token beyond it.
+      const double ms = ms_between(t0, std::chrono::steady_clock::now());
+      int64_t prompt_rows = 0;
+      for (size_t b = 0; b < batch.size(); ++b)
+        if (batch_slots[b]->session->phase() == Session::Phase::kPrefill) prompt_rows += batch[b].n;
+      if (prompt_rows == 0) {
+        decode_round_ms_ = decode_round_ms_ > 0 ? 0.7 * decode_round_ms_ + 0.3 * ms : ms;
+      } else if (prompt_rows >= 16) {
+        const double per = std::max(0.0, ms - decode_round_ms_) / static_cast<double>(prompt_rows);
+        prefill_ms_per_token_ = prefill_ms_per_token_ > 0 ? 0.7 * prefill_ms_per_token_ + 0.3 * per : per;
+      }
       for (size_t b = 0; b < batch.size(); ++b) {
         Session& session = *batch_slots[b]->session;
         if (session.phase() == Session::Phase::kPrefill) {

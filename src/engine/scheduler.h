@@ -97,9 +97,10 @@ struct SchedulerOptions {
   bool pin = false;   // its threads pinned one per physical core (ThreadPool::pin_to_cores)
   int parallel = 1;   // slots
   int queue = 16;     // waiting requests at most
-  // The work given to a reading prompt per round, in prompt tokens (a vision slice is the blocks whose
-  // weight products cost about as much): bounds how long answering streams wait between tokens.
-  int slice_tokens = 128;
+  // The work given to a reading prompt per round, in prompt tokens (a vision slice is the blocks that take
+  // about as long, as measured): bounds how long answering streams wait between tokens. 64 tokens take
+  // about 0.75 s on 2 AVX2 cores with the 2B model (BENCHMARKS.md).
+  int slice_tokens = 64;
   size_t image_cache_bytes = size_t{256} << 20;   // encoded images kept (0: none)
   size_t prefix_cache_bytes = size_t{512} << 20;  // finished requests' KV caches kept (0: none)
   ModelLoader load;   // runs first on the inference thread
@@ -193,6 +194,8 @@ class Scheduler {
   PrefixCache prefix_cache_;
   std::atomic<uint64_t> images_encoded_{0};
   int64_t text_macs_per_token_ = 0;  // weight products of one prompt token (sizes vision slices)
+  // Measured costs (moving averages; 0 until measured), inference thread only.
+  double prefill_ms_per_token_ = 0, decode_round_ms_ = 0, vision_ms_per_block_patch_ = 0;
   int busy_ = 0;
   bool accepting_ = true, stop_ = false, cancel_all_ = false;
   std::thread thread_;

@@ -192,6 +192,7 @@ void Session::build_visual_rows() {
     r += count;
   }
   QVL_CHECK(r == rows);
+  for (ImageSlot& im : images_) im.encoded.reset();  // copied: the cache (or nobody) keeps them now
   visual_done_ = 0;
   images_ready_ms_ = now_ms();
   result_.timings.vision_ms = images_ready_ms_ - start_ms_ - result_.timings.preprocess_ms;

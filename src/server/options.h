@@ -20,7 +20,7 @@ struct ServerOptions {
   int threads = 0;                   // model threads (the inference thread's pool); 0: one per physical core
   bool pin = false;                  // pin them, one per physical core
   int parallel = 4;                  // sessions decoding at once ("slots"), in one batched pass a round
-  int slice_tokens = 128;            // prompt tokens (or vision work of the same cost) read per round
+  int slice_tokens = 64;             // prompt tokens (or vision work of the same cost) read per round
   int64_t image_cache_mb = 256;      // encoded images kept for later requests; 0: none
   int64_t prefix_cache_mb = 1024;    // finished requests' KV caches kept for follow-up turns; 0: none
   int64_t context = 4096;            // KV cache per slot: prompt + generated tokens
