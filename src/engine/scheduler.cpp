@@ -293,7 +293,7 @@ void Scheduler::admit(std::shared_ptr<Job> job) {
   std::vector<ImageRGB>().swap(job->request_.images);  // what must be encoded is preprocessed now
   if (!s.ok()) return finish_job(*job, JobError::kInvalidRequest, s.message(), session->result());
   job->mark_started();
-  active_.push_back(Slot{std::move(job), std::move(session)});
+  active_.push_back(Slot{std::move(job), std::move(session), {}, 0, false});
 }
 
 bool Scheduler::check_alive(Slot& slot) {
