@@ -418,7 +418,8 @@ TEST(ThreadPool, PinsEachThreadToOneAllowedCpu) {
 
 TEST(ThreadPool, DynamicParallelForCoversEveryIndexOnce) {
   ThreadPool pool(3);
-  for (auto [n, chunk] : {std::pair<int64_t, int64_t>{0, 4}, {1, 4}, {7, 1}, {1000, 7}, {1000, 2000}}) {
+  for (auto [n, chunk_size] : {std::pair<int64_t, int64_t>{0, 4}, {1, 4}, {7, 1}, {1000, 7}, {1000, 2000}}) {
+    const int64_t chunk = chunk_size;  // clang 14 cannot capture a structured binding
     std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
     pool.parallel_for_dynamic(n, chunk, [&](int t, int64_t b, int64_t e) {
       EXPECT_GE(t, 0);
