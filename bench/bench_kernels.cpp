@@ -8,6 +8,7 @@
 #include "kernels/attention.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
+#include "util/cpu_budget.h"
 #include "util/thread_pool.h"
 
 namespace {
@@ -15,7 +16,7 @@ namespace {
 using namespace qvl;
 
 ThreadPool& pool() {
-  static ThreadPool p(ThreadPool::physical_cores());
+  static ThreadPool p(default_threads());
   return p;
 }
 

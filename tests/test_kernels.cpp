@@ -13,6 +13,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
+#include "util/cpu_budget.h"
 #include "util/thread_pool.h"
 
 namespace qvl {
@@ -410,8 +411,9 @@ TEST(ThreadPool, PinsEachThreadToOneAllowedCpu) {
       EXPECT_TRUE(CPU_ISSET((*cpus)[static_cast<size_t>(i)], &allowed)) << "thread " << i << " left the allowed CPUs";
     }
     // Distinct CPUs while there are cores to spare (all CPUs allowed, at least 2 cores).
-    if (CPU_COUNT(&allowed) == static_cast<int>(std::thread::hardware_concurrency()) && ThreadPool::physical_cores() >= 2)
+    if (CPU_COUNT(&allowed) == static_cast<int>(std::thread::hardware_concurrency()) && allowed_core_cpus().size() >= 2) {
       EXPECT_NE((*cpus)[0], (*cpus)[1]);
+    }
   });
   t.join();
 }

@@ -12,6 +12,7 @@
 #include "engine/generate.h"
 #include "kernels/kernels.h"
 #include "util/memory.h"
+#include "util/cpu_budget.h"
 
 namespace qvl::cli {
 
@@ -27,7 +28,7 @@ int cmd_bench(const Args& args) {
   CommandLine cli("bench", "Times load, preprocess, vision encode, prefill, first token and decode on one prompt: "
                            "the medians of several runs, and the peak resident memory.");
   std::string model_dir, image_path, prompt = "Describe this image.";
-  int threads = ThreadPool::physical_cores(), runs = 3;
+  int threads = default_threads(), runs = 3;
   bool pin = false;
   bool json = false;
   GenerateOptions opts;

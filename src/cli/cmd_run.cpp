@@ -10,6 +10,7 @@
 #include "io/npy.h"
 #include "kernels/kernels.h"
 #include "util/file.h"
+#include "util/cpu_budget.h"
 
 namespace qvl::cli {
 
@@ -26,7 +27,7 @@ int cmd_run(const Args& args) {
                          "timings go to stderr.");
   std::string model_dir, prompt, system, dump_dir;
   std::vector<std::string> image_paths;
-  int threads = ThreadPool::physical_cores();
+  int threads = default_threads();
   bool pin = false;
   GenerateOptions opts;
   WeightTypes weight_types = default_weight_types();

@@ -11,6 +11,7 @@
 
 #include "tensor/quant.h"
 #include "util/thread_pool.h"
+#include "util/cpu_budget.h"
 
 namespace qvl::cli {
 
@@ -182,12 +183,14 @@ CLI::Option* add_model_files_option(CLI::App& app, std::string& dir) {
 // ---- Threads -------------------------------------------------------------------------------------------------
 
 void add_thread_options(CLI::App& app, int& threads, bool* pin) {
-  const int cores = ThreadPool::physical_cores();
+  const int cores = default_threads();
   app.add_option("-t,--threads", threads, "model threads")
       ->type_name("N")
       ->check(integer_in(1, 1024))
       ->default_str(std::to_string(threads > 0 ? threads : cores) +
-                    (threads <= 0 || threads == cores ? ", one per physical core" : ""));
+                    (threads <= 0 || threads == cores
+                         ? ", one per physical core this process may use, within its cgroup CPU quota"
+                         : ""));
   if (pin) app.add_flag("--pin", *pin, "pin the model threads, one per physical core (within taskset's CPUs)");
 }
 

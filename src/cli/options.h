@@ -45,8 +45,9 @@ CLI::Option* add_model_option(CLI::App& app, std::string& model, ModelSpec spec 
 // --model-files DIR: the checkpoint's config and tokenizer files (default: those that ship with qvl).
 CLI::Option* add_model_files_option(CLI::App& app, std::string& dir);
 
-// ---- Threads: --threads/-t N (1..1024; default one per physical core), --pin ------------------------------
-// `threads` may start at 0 (the callee's "one per physical core") or at ThreadPool::physical_cores().
+// ---- Threads: --threads/-t N (1..1024; default default_threads()), --pin -----------------------------------
+// `threads` may start at 0 (the callee's default_threads()) or at default_threads(): one per physical core
+// this process may use, within its cgroup CPU quota (util/cpu_budget.h).
 // --pin is added when `pin` is given.
 void add_thread_options(CLI::App& app, int& threads, bool* pin = nullptr);
 

@@ -1,6 +1,7 @@
 // A loaded model: configuration, tokenizer, processor settings and weights, immutable after load and
 // shared read-only by every session.
 #include "model/model.h"
+#include "util/cpu_budget.h"
 
 #include <filesystem>
 
@@ -25,7 +26,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const WeightT
   if (!text.ok()) return text.status().with_context(dir);
   m->text_ = std::move(text).value();
   if (types.text || types.vision) {
-    ThreadPool pool(threads > 0 ? threads : ThreadPool::physical_cores());
+    ThreadPool pool(threads > 0 ? threads : default_threads());
     Status s = convert_weights(m->text_, m->vision_, types, pool, m->converted_);
     if (!s.ok()) return s.with_context(dir);
   }

@@ -14,6 +14,7 @@
 #include "tensor/dtype.h"
 #include "util/file.h"
 #include "util/thread_pool.h"
+#include "util/cpu_budget.h"
 
 namespace qvl {
 
@@ -152,7 +153,7 @@ Status make_test_model(const TestModelOptions& options) {
     QVL_RETURN_IF_ERROR(write_file_bytes((out / name).string(), bytes.data(), bytes.size()));
   }
 
-  ThreadPool pool(options.threads > 0 ? options.threads : ThreadPool::physical_cores());
+  ThreadPool pool(options.threads > 0 ? options.threads : default_threads());
   const std::vector<TensorSpec> specs = expected_tensors(config);
   std::vector<TensorToWrite> tensors;
   tensors.reserve(specs.size());

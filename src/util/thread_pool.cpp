@@ -2,6 +2,8 @@
 // workers spin briefly before sleeping so back-to-back calls (one per layer) do not pay a wake-up each.
 #include "util/thread_pool.h"
 
+#include "util/cpu_budget.h"
+
 #include <pthread.h>
 #include <sched.h>
 
@@ -28,11 +30,6 @@ inline void cpu_relax() {
 constexpr int kSpinRounds = 20000;
 
 // The (package, core) a logical CPU belongs to, from /sys; false where the topology is not there.
-bool core_of(int cpu, std::pair<std::string, std::string>& out) {
-  const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
-  std::ifstream pkg(base + "physical_package_id"), core(base + "core_id");
-  return static_cast<bool>(pkg >> out.first) && static_cast<bool>(core >> out.second);
-}
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
@@ -127,20 +124,8 @@ void ThreadPool::parallel_for_dynamic(int64_t n, int64_t chunk, const std::funct
 }
 
 Result<std::vector<int>> ThreadPool::pin_to_cores() {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
-    return Status::Error("--pin: cannot read this process's CPU affinity: " + std::string(std::strerror(errno)));
-  // One CPU per (package, core), the lowest-numbered, in CPU order.
-  std::vector<int> cpus;
-  std::set<std::pair<std::string, std::string>> seen;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (!CPU_ISSET(cpu, &allowed)) continue;
-    std::pair<std::string, std::string> core;
-    if (!core_of(cpu, core)) core = {"?", std::to_string(cpu)};  // no topology: every CPU a core
-    if (seen.insert(core).second) cpus.push_back(cpu);
-  }
-  if (cpus.empty()) return Status::Error("--pin: this process may run on no CPU");
+  const std::vector<int> cpus = allowed_core_cpus();
+  if (cpus.empty()) return Status::Error("--pin: this process may run on no CPU (or its affinity cannot be read)");
   std::vector<int> chosen(static_cast<size_t>(n_threads_));
   for (int i = 0; i < n_threads_; ++i) chosen[static_cast<size_t>(i)] = cpus[static_cast<size_t>(i) % cpus.size()];
   std::vector<int> errors(static_cast<size_t>(n_threads_), 0);
@@ -155,18 +140,6 @@ Result<std::vector<int>> ThreadPool::pin_to_cores() {
       return Status::Error("--pin: cannot pin thread " + std::to_string(i) + " to CPU " +
                            std::to_string(chosen[static_cast<size_t>(i)]) + ": " + std::strerror(errors[static_cast<size_t>(i)]));
   return chosen;
-}
-
-int ThreadPool::physical_cores() {
-  // Count distinct (package, core) pairs of the online CPUs.
-  std::set<std::pair<std::string, std::string>> cores;
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  for (unsigned cpu = 0; cpu < hw; ++cpu) {
-    std::pair<std::string, std::string> core;
-    if (!core_of(static_cast<int>(cpu), core)) return static_cast<int>(hw);
-    cores.insert(core);
-  }
-  return cores.empty() ? static_cast<int>(hw) : static_cast<int>(cores.size());
 }
 
 }  // namespace qvl

@@ -36,9 +36,6 @@ class ThreadPool {
   // Runs fn(thread_index) once on each thread.
   void run_on_all(const std::function<void(int)>& fn);
 
-  // The number of physical cores (from /sys; falls back to hardware_concurrency).
-  static int physical_cores();
-
   // Pins thread i of the pool (0: the calling thread) to one logical CPU of the i-th physical core among
   // the CPUs this process may run on (so `taskset` still decides which), wrapping around when there are
   // more threads than cores. Returns the CPUs chosen, or an error saying why nothing was pinned.

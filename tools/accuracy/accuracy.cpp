@@ -15,6 +15,7 @@
 #include "model/mrope.h"
 #include "model/text.h"
 #include "model/vision.h"
+#include "util/cpu_budget.h"
 
 using namespace qvl;
 
@@ -84,7 +85,7 @@ double kl(const float* p_logits, const float* q_logits, int64_t n) {
 
 int main(int argc, char** argv) {
   std::string model_dir, image_path, configs_arg = "text:q8_0,text:q4_0,vision:q8_0,vision:q4_0,text:q4_0+vision:q8_0";
-  int tokens = 64, threads = ThreadPool::physical_cores();
+  int tokens = 64, threads = default_threads();
   bool stress = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
