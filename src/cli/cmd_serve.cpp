@@ -19,6 +19,8 @@
 #include "model/test_model.h"
 #include "model/resolve.h"
 #include "server/server.h"
+#include "util/cpu_budget.h"
+#include "util/sd_notify.h"
 
 namespace qvl::cli {
 
@@ -27,13 +29,14 @@ int cmd_serve(const std::vector<std::string>& args);
 namespace {
 
 // Every option also reads QVL_<NAME> from the environment (--max-body: QVL_MAX_BODY), for containers and
-// service units; a flag on the command line wins over the environment.
+// service units; a flag on the command line wins over the environment. The help shows each name.
 void add_environment_names(CLI::App& app) {
   for (CLI::Option* opt : app.get_options()) {
     if (opt->get_lnames().empty() || opt->get_lnames().front() == "help") continue;
     std::string name = "QVL_";
     for (char c : opt->get_lnames().front()) name += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     opt->envname(name);
+    opt->description(opt->get_description() + " [" + name + "]");
   }
 }
 
@@ -47,7 +50,7 @@ CLI::Validator seconds_in(double hi) {
           return "expects seconds (a number in [0, " + std::to_string(static_cast<long long>(hi)) + "]), got '" + v + "'";
         return "";
       },
-      "SEC");
+      "");
 }
 
 // Blocks SIGINT and SIGTERM in this thread before any other starts, so every thread inherits the mask and
@@ -97,6 +100,10 @@ int cmd_serve(const std::vector<std::string>& args) {
       ->type_name("SEC")->default_str("600");
   cli.add_option("--queue", o.queue, "requests waiting for a slot; more get 503")->type_name("N")
       ->check(integer_in(0, 100000))->default_str(std::to_string(o.queue));
+  cli.add_option("--ready-queue", o.ready_queue,
+                 "GET /readyz answers 503 while N requests wait, so a load balancer sends new work elsewhere "
+                 "(0: when the queue is full)")
+      ->type_name("N")->check(integer_in(0, 100000))->default_str("0");
   cli.add_option("--api-key", o.api_keys, "require 'Authorization: Bearer KEY' (repeatable: any of the keys)")
       ->type_name("KEY")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->allow_extra_args(false);
   cli.add_option("--cors", o.cors_origins, "allow browser requests from ORIGIN, or * (repeatable)")->type_name("ORIGIN")
@@ -126,7 +133,7 @@ int cmd_serve(const std::vector<std::string>& args) {
                      "for a tiny test model); run 'qvl serve --help' for the options");
   }
 
-  const int threads = o.threads > 0 ? o.threads : ThreadPool::physical_cores();
+  const int threads = o.threads > 0 ? o.threads : default_threads();
   ModelLoader loader;
   auto progress = std::make_shared<server::LoadProgress>();
   std::string demo_dir;
@@ -204,11 +211,22 @@ int cmd_serve(const std::vector<std::string>& args) {
   }
   std::fprintf(stderr, "qvl serve: listening on http://%s:%d; loading %s ...\n", o.host.c_str(), server.port(),
                o.model_id.c_str());
+  if (o.threads > 0) {
+    std::fprintf(stderr, "qvl serve: %d model thread(s) (--threads)\n", o.threads);
+  } else {
+    std::fprintf(stderr, "qvl serve: %s\n", cpu_budget().describe().c_str());
+  }
+  // A Type=notify service unit (deploy/systemd) waits for READY=1; elsewhere these do nothing.
+  auto notify = [](const std::string& state) {
+    if (Status st = sd_notify(state); !st.ok()) std::fprintf(stderr, "qvl serve: warning: %s\n", st.message().c_str());
+  };
+  notify("STATUS=loading " + o.model_id);
   bool announced = false;
   for (;;) {
     timespec tick{0, 250 * 1000 * 1000};
     const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
     if (sig == SIGINT || sig == SIGTERM) {
+      notify("STOPPING=1\nSTATUS=draining");
       std::fprintf(stderr, "qvl serve: %s: finishing %d running request(s) (up to %g s), then exiting\n",
                    sig == SIGINT ? "SIGINT" : "SIGTERM", server.busy_slots() + server.queue_depth(), grace);
       break;
@@ -221,6 +239,7 @@ int cmd_serve(const std::vector<std::string>& args) {
     }
     if (!announced && server.load_state() == LoadState::kReady) {
       announced = true;
+      notify("READY=1\nSTATUS=serving " + o.model_id + " on port " + std::to_string(server.port()));
       std::fprintf(stderr, "qvl serve: model ready; serving %s on http://%s:%d\n", o.model_id.c_str(), o.host.c_str(),
                    server.port());
     }

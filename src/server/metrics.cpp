@@ -176,6 +176,16 @@ std::string Metrics::render(const Gauges& g) const {
   sample(out, "qvl_slots", g.slots);
   header(out, "qvl_model_loaded", "gauge", "1 once the model is loaded.");
   sample(out, "qvl_model_loaded", g.loaded ? 1 : 0);
+  // The names autoscalers are set up with (vLLM's num_requests_waiting/running, TGI's queue size): an HPA or
+  // KEDA trigger on qvl_requests_waiting adds replicas before requests are refused.
+  header(out, "qvl_requests_waiting", "gauge", "Requests accepted and waiting for a slot (same as qvl_queue_depth).");
+  sample(out, "qvl_requests_waiting", g.queue_depth);
+  header(out, "qvl_requests_running", "gauge", "Requests in a slot: reading the prompt or answering (same as qvl_busy_slots).");
+  sample(out, "qvl_requests_running", g.busy_slots);
+  header(out, "qvl_ready", "gauge", "1 while GET /readyz answers 200.");
+  sample(out, "qvl_ready", g.ready ? 1 : 0);
+  header(out, "qvl_draining", "gauge", "1 after SIGTERM: finishing running requests, refusing new ones.");
+  sample(out, "qvl_draining", g.draining ? 1 : 0);
   return out;
 }
 

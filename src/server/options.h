@@ -29,6 +29,7 @@ struct ServerOptions {
   int64_t max_pixels = -1;
   double timeout_s = 600;            // per request, counted from its arrival; 0: none
   int queue = 16;                    // requests waiting for a slot; one more is refused with 503
+  int ready_queue = 0;               // /readyz answers 503 while this many requests wait; 0: `queue` (full)
   std::vector<std::string> api_keys; // when any: `Authorization: Bearer K` on every API endpoint
   std::vector<std::string> cors_origins;  // allowed browser origins ("*": any); none: no CORS headers
   // Host header names accepted besides IP addresses, "localhost" and `host` ("*": any), so that a DNS name

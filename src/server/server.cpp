@@ -13,6 +13,7 @@
 #include "server/api.h"
 #include "server/assets.h"
 #include "server/http/http_server.h"
+#include "util/cpu_budget.h"
 
 namespace qvl::server {
 
@@ -36,7 +37,7 @@ bool same_key(const std::string& given, const std::string& key) {
 
 // The endpoint label of /metrics: known routes by name, everything else folded (bounded cardinality).
 std::string endpoint_label(const std::string& path) {
-  static const char* const kRoutes[] = {"/health", "/metrics", "/v1/models", "/v1/chat/completions", "/api/chat",
+  static const char* const kRoutes[] = {"/health", "/livez", "/readyz", "/metrics", "/v1/models", "/v1/chat/completions", "/api/chat",
                                         "/api/generate", "/api/tags", "/api/ps", "/api/version", "/api/show",
                                         "/v1/vision/completion", "/chat"};
   for (const char* r : kRoutes) {
@@ -46,6 +47,9 @@ std::string endpoint_label(const std::string& path) {
   if (find_asset(path)) return "page";
   return "other";
 }
+
+// The probes: public (no API key), answered on the I/O thread, not in the access log.
+bool is_probe(const std::string& path) { return path == "/health" || path == "/livez" || path == "/readyz"; }
 
 bool is_post_route(const std::string& path) {
   return path == "/v1/chat/completions" || path == "/api/chat" || path == "/api/generate" || path == "/api/show" ||
@@ -84,7 +88,7 @@ struct Server::Impl {
 
   SchedulerOptions scheduler_options() {
     SchedulerOptions s;
-    s.threads = options.threads > 0 ? options.threads : ThreadPool::physical_cores();
+    s.threads = options.threads > 0 ? options.threads : default_threads();
     s.pin = options.pin;
     s.parallel = options.parallel;
     s.queue = options.queue;
@@ -158,6 +162,13 @@ struct Server::Impl {
   void handle(http::Request& req, http::Response& res);
   void log(const http::Request& req, const http::Response& res);
   void health(http::Response& res);
+  void livez(http::Response& res);
+  struct Readiness {
+    bool ready;
+    const char* why;  // ready, loading, downloading, error, draining, busy
+  };
+  Readiness readiness() const;
+  void readyz(http::Response& res);
   void metrics_page(http::Response& res);
   void add_routes();
 
@@ -203,12 +214,42 @@ void Server::Impl::health(http::Response& res) {
   send_json(res, 200, j);
 }
 
+// Kubernetes' probes: /livez says only that the process answers (a restart would not help otherwise);
+// /readyz says whether to send it work — the model is loaded, it is not draining, and its queue is below
+// --ready-queue — so a load balancer or a Service stops routing to it before requests would be refused.
+void Server::Impl::livez(http::Response& res) { send_json(res, 200, json{{"status", "alive"}}); }
+
+Server::Impl::Readiness Server::Impl::readiness() const {
+  if (draining.load()) return {false, "draining"};
+  switch (scheduler.state()) {
+    case LoadState::kLoading:
+      return {false, progress && progress->downloading.load() ? "downloading" : "loading"};
+    case LoadState::kFailed:
+      return {false, "error"};
+    case LoadState::kReady:
+      break;
+  }
+  const int limit = options.ready_queue > 0 ? options.ready_queue : std::max(1, options.queue);
+  if (scheduler.queue_depth() >= limit) return {false, "busy"};
+  return {true, "ready"};
+}
+
+void Server::Impl::readyz(http::Response& res) {
+  const Readiness r = readiness();
+  json j{{"status", r.why}, {"model", options.model_id}, {"queue", scheduler.queue_depth()},
+         {"slots", json{{"total", scheduler.slots()}, {"busy", scheduler.busy_slots()}}}};
+  if (!r.ready) res.set_header("Retry-After", "1");
+  send_json(res, r.ready ? 200 : 503, j);
+}
+
 void Server::Impl::metrics_page(http::Response& res) {
   Gauges g;
   g.queue_depth = scheduler.queue_depth();
   g.busy_slots = scheduler.busy_slots();
   g.slots = scheduler.slots();
   g.loaded = scheduler.state() == LoadState::kReady;
+  g.ready = readiness().ready;
+  g.draining = draining.load();
   const CacheStats c = scheduler.cache_stats();
   g.image_cache_hits = c.images.hits;
   g.image_cache_misses = c.images.misses;
@@ -268,7 +309,7 @@ bool Server::Impl::on_header(const http::Request& req, http::Response& res) {
     res.status = 204;
     return true;
   }
-  const bool is_public = req.path == "/health" || ((req.method == "GET" || req.method == "HEAD") && find_asset(req.path));
+  const bool is_public = is_probe(req.path) || ((req.method == "GET" || req.method == "HEAD") && find_asset(req.path));
   if (!is_public && !authorized(req)) {
     send_error(res, family,
                {401, "missing or wrong API key; send the header 'Authorization: Bearer <key>' with a key given to "
@@ -281,7 +322,7 @@ bool Server::Impl::on_header(const http::Request& req, http::Response& res) {
 // Cheap and never blocking, so answered on the I/O thread even while every worker waits on inference.
 bool Server::Impl::is_inline(const http::Request& req) const {
   if (req.method != "GET" && req.method != "HEAD") return false;
-  return req.path == "/health" || req.path == "/metrics" || find_asset(req.path);
+  return is_probe(req.path) || req.path == "/metrics" || find_asset(req.path);
 }
 
 void Server::Impl::handle(http::Request& req, http::Response& res) {
@@ -312,7 +353,7 @@ void Server::Impl::handle(http::Request& req, http::Response& res) {
 void Server::Impl::log(const http::Request& req, const http::Response& res) {
   if (req.method.empty()) return;  // refused before a request was read (connection cap, malformed header)
   metrics.count_request(endpoint_label(req.path), res.status);
-  if (options.access_log && req.path != "/health" && req.path != "/metrics") {
+  if (options.access_log && !is_probe(req.path) && req.path != "/metrics") {
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - req.arrived).count();
     std::fprintf(stderr, "%s %s %d %.0f ms\n", req.method.c_str(), req.path.c_str(), res.status, ms);
   }
@@ -320,6 +361,8 @@ void Server::Impl::log(const http::Request& req, const http::Response& res) {
 
 void Server::Impl::add_routes() {
   router.get("/health", [this](const http::Request&, http::Response& res) { health(res); });
+  router.get("/livez", [this](const http::Request&, http::Response& res) { livez(res); });
+  router.get("/readyz", [this](const http::Request&, http::Response& res) { readyz(res); });
   router.get("/metrics", [this](const http::Request&, http::Response& res) { metrics_page(res); });
   add_openai_routes(router, ctx);
   add_ollama_routes(router, ctx);

@@ -39,7 +39,7 @@ class Server {
   int queue_depth() const;
   int busy_slots() const;
 
-  // Graceful stop, idempotent: new requests get 503 and /health says "shutting_down"; running and queued
+  // Graceful stop, idempotent: /readyz and new requests get 503 and /health says "shutting_down"; running and queued
   // requests get up to grace_s seconds to finish, then are cancelled (streams end with an error event);
   // then the HTTP server closes and the inference thread ends.
   void shutdown(double grace_s);
