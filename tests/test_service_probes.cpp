@@ -120,8 +120,8 @@ TEST_F(ServiceProbes, ProbesNeedNoApiKey) {
 class SdNotify : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/qvl-notify-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    std::string tmpl = (std::filesystem::temp_directory_path() / "qvl-notify-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
     path_ = dir_ + "/notify";
     fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -172,8 +172,8 @@ TEST_F(SdNotify, NothingWithoutTheVariableAndAnErrorForABadOne) {
 class CpuBudgetTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/qvl-cgroup-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    std::string tmpl = (std::filesystem::temp_directory_path() / "qvl-cgroup-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     files_.root = tmpl;
     files_.self_cgroup = files_.root + "/self_cgroup";
   }
