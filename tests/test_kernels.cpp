@@ -483,3 +483,38 @@ TEST(Kernels, ElementwiseMatchGenericWithinTolerance) {
 
 }  // namespace
 }  // namespace qvl
+
+namespace qvl {
+namespace {
+
+// QVL_ISA: a table the machine runs is accepted, one it cannot is refused with what it lacks, an unknown
+// name is refused; the reason for the table in use names it.
+TEST(Dispatch, IsaRequestsAreCheckedAgainstTheMachine) {
+  const char* saved = std::getenv("QVL_ISA");
+  const std::string keep = saved ? saved : "";
+  setenv("QVL_ISA", "generic", 1);
+  EXPECT_TRUE(check_isa_request().ok());
+  setenv("QVL_ISA", "avx2", 1);
+  EXPECT_EQ(check_isa_request().ok(), avx2_kernels() != nullptr) << check_isa_request().message();
+  setenv("QVL_ISA", "avx512vnni", 1);
+  const Status vnni = check_isa_request();
+  EXPECT_EQ(vnni.ok(), avx512vnni_kernels() != nullptr) << vnni.message();
+  if (!vnni.ok()) {
+    EXPECT_NE(vnni.message().find("lacks"), std::string::npos) << vnni.message();
+    const CpuFeatures f = cpu_features();
+    if (!f.avx512vnni) {
+      EXPECT_NE(vnni.message().find("AVX512_VNNI"), std::string::npos) << vnni.message();
+    }
+  }
+  setenv("QVL_ISA", "sse9", 1);
+  const Status bad = check_isa_request();
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("sse9"), std::string::npos) << bad.message();
+  unsetenv("QVL_ISA");
+  EXPECT_TRUE(check_isa_request().ok());
+  if (saved) setenv("QVL_ISA", keep.c_str(), 1);
+  EXPECT_EQ(kernels_reason().rfind(kernels().name, 0), 0u) << kernels_reason();
+}
+
+}  // namespace
+}  // namespace qvl

@@ -107,6 +107,7 @@ int cmd_bench(const Args& args) {
       {"runs", runs},
       {"threads", threads},
       {"kernels", kernels().name},
+      {"kernels_reason", kernels_reason()},
       {"text_weights", weight_type_name((*model)->text_weight_type())},
       {"vision_weights", weight_type_name((*model)->vision_weight_type())},
   };
@@ -116,6 +117,7 @@ int cmd_bench(const Args& args) {
     std::printf("model %s (text %s, vision %s), %d threads, %s kernels, median of %d runs\n", model_dir.c_str(),
                 weight_type_name((*model)->text_weight_type()), weight_type_name((*model)->vision_weight_type()),
                 threads, kernels().name, runs);
+    std::printf("kernels %s\n", kernels_reason().c_str());
     std::printf("load %.0f ms | preprocess %.1f ms | vision %.0f ms (%d image tokens) | prefill %.1f tok/s (%d tokens) | "
                 "first token %.0f ms | decode %.2f tok/s | peak RSS %.0f MB\n",
                 load_ms, median(pre), median(vis), last.image_tokens, median(prefill), last.prompt_tokens, median(ttft),

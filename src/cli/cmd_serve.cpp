@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "cli/progress_bar.h"
+#include "kernels/kernels.h"
 #include "model/bundled_files.h"
 #include "model/config.h"
 #include "model/generation_config.h"
@@ -216,6 +217,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   } else {
     std::fprintf(stderr, "qvl serve: %s\n", cpu_budget().describe().c_str());
   }
+  std::fprintf(stderr, "qvl serve: kernels %s\n", kernels_reason().c_str());
   // A Type=notify service unit (deploy/systemd) waits for READY=1; elsewhere these do nothing.
   auto notify = [](const std::string& state) {
     if (Status st = sd_notify(state); !st.ok()) std::fprintf(stderr, "qvl serve: warning: %s\n", st.message().c_str());

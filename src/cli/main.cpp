@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "kernels/kernels.h"
 
 namespace {
 
@@ -81,5 +82,10 @@ int main(int argc, char** argv) {
   }
   const Command* c = find_command(command);
   if (!c) return unknown_command(command);
+  // A kernel table forced with QVL_ISA that this machine cannot run is refused, never silently replaced.
+  if (qvl::Status st = qvl::check_isa_request(); !st.ok()) {
+    std::fprintf(stderr, "qvl %s: %s\n", command.c_str(), st.message().c_str());
+    return 2;
+  }
   return c->run(qvl::cli::Args(argv + 2, argv + argc));
 }

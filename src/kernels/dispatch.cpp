@@ -2,6 +2,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "kernels/kernels.h"
 
@@ -63,26 +65,87 @@ CpuFeatures cpu_features() {
   return f;
 }
 
-const KernelTable& kernels() {
-  static const KernelTable* chosen = [] {
+namespace {
+
+// The features a table needs that this machine lacks, by their CPUID / XCR0 names; empty: it can run it.
+std::vector<std::string> missing_for(const std::string& table, const CpuFeatures& f) {
+  std::vector<std::string> m;
+  if (table == "generic") return m;
+  if (!f.avx2) m.push_back("AVX2");
+  if (!f.fma) m.push_back("FMA");
+  if (!f.f16c) m.push_back("F16C");
+  if (!f.os_ymm) m.push_back("OS-saved YMM state (XCR0)");
+  if (table == "avx512vnni") {
+    if (!f.avx512f) m.push_back("AVX512F");
+    if (!f.avx512vl) m.push_back("AVX512VL");
+    if (!f.avx512vnni) m.push_back("AVX512_VNNI");
+    if (!f.os_zmm) m.push_back("OS-saved ZMM and opmask state (XCR0)");
+  }
+  return m;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+const char* const kTables[] = {"generic", "avx2", "avx512vnni"};
+const char* const kNeeds[] = {"nothing", "AVX2, FMA and F16C with the OS saving the YMM registers",
+                              "AVX2, FMA, F16C, AVX512F, AVX512VL and AVX512_VNNI with the OS saving the ZMM registers"};
+
+struct Choice {
+  const KernelTable* table;
+  std::string reason;
+};
+
+const Choice& choice() {
+  static const Choice c = [] {
+    const CpuFeatures f = cpu_features();
     const KernelTable* avx2 = avx2_kernels();
     const KernelTable* vnni = avx512vnni_kernels();
-    const KernelTable* best = vnni ? vnni : avx2;
+    const KernelTable* best = vnni ? vnni : avx2 ? avx2 : &generic_kernels();
+    std::string why = std::string(best->name) + ": the best table this machine runs";
+    if (best == vnni) {
+      why += " (CPUID has AVX2, FMA, F16C, AVX512F, AVX512VL and AVX512_VNNI; the OS saves the ZMM registers)";
+    } else if (best == avx2) {
+      why += " (CPUID has AVX2, FMA and F16C; the OS saves the YMM registers); avx512vnni not: lacks " +
+             joined(missing_for("avx512vnni", f));
+    } else {
+      why += "; avx2 not: lacks " + joined(missing_for("avx2", f));
+    }
     const char* want = std::getenv("QVL_ISA");
     if (want && *want) {
-      if (!std::strcmp(want, "generic")) return &generic_kernels();
-      if (!std::strcmp(want, "avx2") || !std::strcmp(want, "avx512vnni")) {
-        const KernelTable* t = !std::strcmp(want, "avx2") ? avx2 : vnni;
-        if (t) return t;
-        std::fprintf(stderr, "qvl: QVL_ISA=%s but this CPU/OS cannot run it; using %s kernels\n", want,
-                     best ? best->name : "generic");
-      } else {
-        std::fprintf(stderr, "qvl: QVL_ISA=%s is not one of generic, avx2, avx512vnni; ignoring it\n", want);
-      }
+      const KernelTable* forced = !std::strcmp(want, "generic") ? &generic_kernels()
+                                  : !std::strcmp(want, "avx2") ? avx2
+                                  : !std::strcmp(want, "avx512vnni") ? vnni
+                                                                     : nullptr;
+      if (forced) return Choice{forced, std::string(forced->name) + ": forced by QVL_ISA=" + want};
+      std::fprintf(stderr, "qvl: %s; using %s\n", check_isa_request().message().c_str(), best->name);
     }
-    return best ? best : &generic_kernels();
+    return Choice{best, why};
   }();
-  return *chosen;
+  return c;
+}
+
+}  // namespace
+
+const KernelTable& kernels() { return *choice().table; }
+
+const std::string& kernels_reason() { return choice().reason; }
+
+Status check_isa_request() {
+  const char* want = std::getenv("QVL_ISA");
+  if (!want || !*want) return Status::Ok();
+  const CpuFeatures f = cpu_features();
+  for (size_t i = 0; i < sizeof(kTables) / sizeof(kTables[0]); ++i) {
+    if (std::strcmp(want, kTables[i]) != 0) continue;
+    const std::vector<std::string> missing = missing_for(kTables[i], f);
+    if (missing.empty()) return Status::Ok();
+    return Status::Error(std::string("QVL_ISA=") + want + ": this machine cannot run the " + want + " kernels: they need " +
+                         kNeeds[i] + ", and it lacks " + joined(missing) + "; unset QVL_ISA for the best table it runs");
+  }
+  return Status::Error(std::string("QVL_ISA='") + want + "' names no kernel table: expected generic, avx2 or avx512vnni");
 }
 
 }  // namespace qvl

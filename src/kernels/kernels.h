@@ -3,9 +3,13 @@
 // has a scalar twin in generic.cpp that defines what it must compute.
 #pragma once
 
+#include <string>
+
 #include <cstdint>
 
 #include "tensor/quant.h"
+
+#include "util/status.h"
 
 namespace qvl {
 
@@ -76,9 +80,18 @@ const KernelTable* avx2_kernels();
 // VNNI or the OS's AVX-512 state.
 const KernelTable* avx512vnni_kernels();
 
-// The table in use: the best available, or the one QVL_ISA names (an unavailable one is an error printed
-// once at start-up, falling back to generic).
+// The table in use: the best available, or the one QVL_ISA names (an unavailable one: check_isa_request()
+// refuses it at start-up; a library user that skips the check gets the best table and a warning).
 const KernelTable& kernels();
+
+// Why kernels() is the table it is, in one line: "avx2: the CPU has AVX2, FMA and F16C and the OS saves the
+// YMM registers; avx512vnni not: CPUID lacks AVX512F, AVX512VL, AVX512_VNNI" or "generic: QVL_ISA=generic".
+const std::string& kernels_reason();
+
+// QVL_ISA checked: Ok when unset or naming a table this CPU and OS can run (generic, avx2, avx512vnni); else
+// what is wrong (an unknown name, or the table, what it needs and which of it this machine lacks). Every qvl
+// command checks it before any work, so a forced table is never silently replaced.
+Status check_isa_request();
 
 // What the CPU and OS support.
 struct CpuFeatures {

@@ -184,6 +184,8 @@ std::string Metrics::render(const Gauges& g) const {
   sample(out, "qvl_requests_running", g.busy_slots);
   header(out, "qvl_ready", "gauge", "1 while GET /readyz answers 200.");
   sample(out, "qvl_ready", g.ready ? 1 : 0);
+  header(out, "qvl_kernel_table", "gauge", "The kernel table in use (label table), 1; why: qvl serve's log.");
+  out += "qvl_kernel_table{table=\"" + g.kernel_table + "\"} 1\n";
   header(out, "qvl_draining", "gauge", "1 after SIGTERM: finishing running requests, refusing new ones.");
   sample(out, "qvl_draining", g.draining ? 1 : 0);
   return out;

@@ -40,6 +40,7 @@ struct Gauges {
   int queue_depth = 0, busy_slots = 0, slots = 0;
   bool loaded = false;
   bool ready = false, draining = false;  // what /readyz says; SIGTERM received
+  std::string kernel_table;              // kernels().name
   // The scheduler's caches (counters kept by the caches themselves).
   uint64_t image_cache_hits = 0, image_cache_misses = 0, image_cache_evictions = 0, images_encoded = 0;
   size_t image_cache_entries = 0, image_cache_bytes = 0, image_cache_budget = 0;

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <thread>
 
+#include "kernels/kernels.h"
 #include "server/api.h"
 #include "server/assets.h"
 #include "server/http/http_server.h"
@@ -250,6 +251,7 @@ void Server::Impl::metrics_page(http::Response& res) {
   g.loaded = scheduler.state() == LoadState::kReady;
   g.ready = readiness().ready;
   g.draining = draining.load();
+  g.kernel_table = kernels().name;
   const CacheStats c = scheduler.cache_stats();
   g.image_cache_hits = c.images.hits;
   g.image_cache_misses = c.images.misses;
