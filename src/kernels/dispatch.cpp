@@ -137,13 +137,15 @@ const std::string& kernels_reason() { return choice().reason; }
 Status check_isa_request() {
   const char* want = std::getenv("QVL_ISA");
   if (!want || !*want) return Status::Ok();
-  const CpuFeatures f = cpu_features();
+  // Whether a table runs is the table's own decision (its constructor returns null); missing_for only
+  // explains a refusal.
+  const KernelTable* const tables[] = {&generic_kernels(), avx2_kernels(), avx512vnni_kernels()};
   for (size_t i = 0; i < sizeof(kTables) / sizeof(kTables[0]); ++i) {
     if (std::strcmp(want, kTables[i]) != 0) continue;
-    const std::vector<std::string> missing = missing_for(kTables[i], f);
-    if (missing.empty()) return Status::Ok();
+    if (tables[i]) return Status::Ok();
     return Status::Error(std::string("QVL_ISA=") + want + ": this machine cannot run the " + want + " kernels: they need " +
-                         kNeeds[i] + ", and it lacks " + joined(missing) + "; unset QVL_ISA for the best table it runs");
+                         kNeeds[i] + ", and it lacks " + joined(missing_for(kTables[i], cpu_features())) +
+                         "; unset QVL_ISA for the best table it runs");
   }
   return Status::Error(std::string("QVL_ISA='") + want + "' names no kernel table: expected generic, avx2 or avx512vnni");
 }

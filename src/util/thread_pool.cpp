@@ -10,8 +10,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <set>
 #include <string>
 
 #if defined(__x86_64__)
