@@ -31,15 +31,27 @@ std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
 
 std::vector<const KernelTable*> simd_tables() {
   std::vector<const KernelTable*> t;
+  if (neon_kernels()) t.push_back(neon_kernels());
   if (avx2_kernels()) t.push_back(avx2_kernels());
+  if (avxvnni_kernels()) t.push_back(avxvnni_kernels());
   if (avx512vnni_kernels()) t.push_back(avx512vnni_kernels());
   return t;
 }
 
 TEST(Kernels, DispatchPicksAvailableTable) {
   const KernelTable& k = kernels();
-  EXPECT_TRUE(std::string(k.name) == "generic" || std::string(k.name) == "avx2" || std::string(k.name) == "avx512vnni");
-  if (!avx2_kernels()) GTEST_SKIP() << "no AVX2 here: only the generic table is tested";
+  const std::string name = k.name;
+  EXPECT_TRUE(name == "generic" || name == "neon" || name == "avx2" || name == "avxvnni" || name == "avx512vnni") << name;
+  // The best table the machine runs, unless QVL_ISA forces one.
+  if (!std::getenv("QVL_ISA")) {
+    const KernelTable* best = avx512vnni_kernels()  ? avx512vnni_kernels()
+                              : avxvnni_kernels()   ? avxvnni_kernels()
+                              : avx2_kernels()      ? avx2_kernels()
+                              : neon_kernels()      ? neon_kernels()
+                                                    : &generic_kernels();
+    EXPECT_EQ(&k, best) << kernels_reason();
+  }
+  if (simd_tables().empty()) GTEST_SKIP() << "no SIMD table runs here: only the generic table is tested";
 }
 
 TEST(Kernels, RowToF32MatchesGenericExactly) {
@@ -506,14 +518,49 @@ TEST(Dispatch, IsaRequestsAreCheckedAgainstTheMachine) {
       EXPECT_NE(vnni.message().find("AVX512_VNNI"), std::string::npos) << vnni.message();
     }
   }
+  setenv("QVL_ISA", "avxvnni", 1);
+  EXPECT_EQ(check_isa_request().ok(), avxvnni_kernels() != nullptr) << check_isa_request().message();
   setenv("QVL_ISA", "sse9", 1);
   const Status bad = check_isa_request();
   EXPECT_FALSE(bad.ok());
   EXPECT_NE(bad.message().find("sse9"), std::string::npos) << bad.message();
+  EXPECT_NE(bad.message().find("avxvnni"), std::string::npos) << bad.message();
   unsetenv("QVL_ISA");
   EXPECT_TRUE(check_isa_request().ok());
   if (saved) setenv("QVL_ISA", keep.c_str(), 1);
   EXPECT_EQ(kernels_reason().rfind(kernels().name, 0), 0u) << kernels_reason();
+}
+
+// What each table needs, explained for machines this one may not be: a Zen 3 (AVX2 only), an Alder Lake
+// laptop (AVX-VNNI, no AVX-512), an Ice Lake server (AVX-512 VNNI, no AVX-VNNI), an OS without AVX state.
+TEST(Dispatch, TableNeedsAreExplainedPerMachine) {
+  CpuFeatures zen3;
+  zen3.avx2 = zen3.fma = zen3.f16c = zen3.os_ymm = true;
+  EXPECT_TRUE(kernel_table_lacks("avx2", zen3).empty());
+  EXPECT_EQ(kernel_table_lacks("avxvnni", zen3), std::vector<std::string>{"AVX_VNNI"});
+  EXPECT_EQ(kernel_table_lacks("avx512vnni", zen3).size(), 5u);
+  CpuFeatures alder = zen3;
+  alder.avxvnni = true;
+  EXPECT_TRUE(kernel_table_lacks("avxvnni", alder).empty());
+  CpuFeatures icelake = zen3;
+  icelake.avx512f = icelake.avx512bw = icelake.avx512vl = icelake.avx512vnni = icelake.os_zmm = true;
+  EXPECT_TRUE(kernel_table_lacks("avx512vnni", icelake).empty());
+  EXPECT_EQ(kernel_table_lacks("avxvnni", icelake), std::vector<std::string>{"AVX_VNNI"});
+  CpuFeatures no_os = icelake;
+  no_os.os_ymm = no_os.os_zmm = false;
+  const auto lacks = kernel_table_lacks("avx512vnni", no_os);
+  ASSERT_EQ(lacks.size(), 2u);
+  EXPECT_NE(lacks[0].find("YMM"), std::string::npos);
+  EXPECT_NE(lacks[1].find("ZMM"), std::string::npos);
+  EXPECT_TRUE(kernel_table_lacks("generic", CpuFeatures{}).empty());
+  CpuFeatures graviton;
+  graviton.asimd = graviton.asimddp = true;
+  EXPECT_TRUE(kernel_table_lacks("neon", graviton).empty());
+  EXPECT_EQ(kernel_table_lacks("avx2", graviton).size(), 4u);
+  CpuFeatures pi4;  // Cortex-A72: NEON without sdot
+  pi4.asimd = true;
+  EXPECT_EQ(kernel_table_lacks("neon", pi4), std::vector<std::string>{"ASIMDDP (sdot)"});
+  EXPECT_FALSE(kernel_table_lacks("sse9", zen3).empty());
 }
 
 }  // namespace

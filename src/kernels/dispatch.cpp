@@ -1,7 +1,10 @@
-// Chooses the kernel table once: CPUID for the instruction sets, XGETBV for the OS saving the registers.
+// Chooses the kernel table once: on x86-64 CPUID for the instruction sets and XGETBV for the OS saving the
+// registers, on ARM64 the kernel's HWCAP bits. Every table is known by name on every machine (QVL_ISA=avx2
+// on an ARM server is refused with what it lacks); a table of the other architecture is never built.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -9,9 +12,39 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#elif defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
 #endif
 
 namespace qvl {
+
+#if defined(__x86_64__)
+namespace avxvnni {  // x86_avxvnni.cpp
+void gemm_q8_0x8(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr);
+void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr);
+void gemm_q8_0x16(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                  int64_t ldy, int mr);
+void gemm_q4_0x16(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                  int64_t ldy, int mr);
+}  // namespace avxvnni
+
+const KernelTable* avxvnni_kernels() {
+  const KernelTable* base = avx2_kernels();
+  if (!base || !cpu_features().avxvnni) return nullptr;
+  static const KernelTable table = [base] {
+    KernelTable t = *base;
+    t.name = "avxvnni";
+    t.gemm_q8_0x8 = avxvnni::gemm_q8_0x8;
+    t.gemm_q4_0x8 = avxvnni::gemm_q4_0x8;
+    t.gemm_q8_0x16 = avxvnni::gemm_q8_0x16;
+    t.gemm_q4_0x16 = avxvnni::gemm_q4_0x16;
+    return t;
+  }();
+  return &table;
+}
 
 namespace avx512vnni {  // x86_avx512vnni.cpp
 void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc,
@@ -26,7 +59,7 @@ void gemm_q4_0x16(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const
 const KernelTable* avx512vnni_kernels() {
   const KernelTable* base = avx2_kernels();
   const CpuFeatures f = cpu_features();
-  if (!base || !(f.avx512f && f.avx512vl && f.avx512vnni && f.os_zmm)) return nullptr;
+  if (!base || !(f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni && f.os_zmm)) return nullptr;
   static const KernelTable table = [base] {
     KernelTable t = *base;
     t.name = "avx512vnni";
@@ -40,6 +73,44 @@ const KernelTable* avx512vnni_kernels() {
   }();
   return &table;
 }
+
+const KernelTable* neon_kernels() { return nullptr; }
+
+#elif defined(__aarch64__)
+namespace neon {  // arm64_neon.cpp
+void gemm_q8_0x8(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr);
+void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr);
+void quantize_act(const float* x, int64_t cols, int8_t* q, float* d, int32_t* sum);
+}  // namespace neon
+
+const KernelTable* neon_kernels() {
+  const CpuFeatures f = cpu_features();
+  if (!(f.asimd && f.asimddp)) return nullptr;
+  static const KernelTable table = [] {
+    KernelTable t = generic_kernels();
+    t.name = "neon";
+    t.quantize_act = neon::quantize_act;
+    t.gemm_q8_0x8 = neon::gemm_q8_0x8;
+    t.gemm_q4_0x8 = neon::gemm_q4_0x8;
+    t.gemm_q8_0x16 = two_groups<BlockQ8_0x8, neon::gemm_q8_0x8>;
+    t.gemm_q4_0x16 = two_groups<BlockQ4_0x8, neon::gemm_q4_0x8>;
+    return t;
+  }();
+  return &table;
+}
+
+const KernelTable* avx2_kernels() { return nullptr; }
+const KernelTable* avxvnni_kernels() { return nullptr; }
+const KernelTable* avx512vnni_kernels() { return nullptr; }
+
+#else
+const KernelTable* neon_kernels() { return nullptr; }
+const KernelTable* avx2_kernels() { return nullptr; }
+const KernelTable* avxvnni_kernels() { return nullptr; }
+const KernelTable* avx512vnni_kernels() { return nullptr; }
+#endif
 
 CpuFeatures cpu_features() {
   CpuFeatures f;
@@ -58,41 +129,85 @@ CpuFeatures cpu_features() {
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
     f.avx2 = b & (1u << 5);
     f.avx512f = b & (1u << 16);
+    f.avx512bw = b & (1u << 30);
     f.avx512vl = b & (1u << 31);
     f.avx512vnni = c & (1u << 11);
   }
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = a & (1u << 4);
+#elif defined(__aarch64__)
+  const unsigned long hw = getauxval(AT_HWCAP);
+  f.asimd = hw & HWCAP_ASIMD;
+  f.asimddp = hw & HWCAP_ASIMDDP;
 #endif
   return f;
 }
 
 namespace {
 
-// The features a table needs that this machine lacks, by their CPUID / XCR0 names; empty: it can run it.
-std::vector<std::string> missing_for(const std::string& table, const CpuFeatures& f) {
-  std::vector<std::string> m;
-  if (table == "generic") return m;
-  if (!f.avx2) m.push_back("AVX2");
-  if (!f.fma) m.push_back("FMA");
-  if (!f.f16c) m.push_back("F16C");
-  if (!f.os_ymm) m.push_back("OS-saved YMM state (XCR0)");
-  if (table == "avx512vnni") {
-    if (!f.avx512f) m.push_back("AVX512F");
-    if (!f.avx512vl) m.push_back("AVX512VL");
-    if (!f.avx512vnni) m.push_back("AVX512_VNNI");
-    if (!f.os_zmm) m.push_back("OS-saved ZMM and opmask state (XCR0)");
-  }
-  return m;
+// What a table needs, by the CPUID / XCR0 names of its features, and the ones this machine lacks.
+struct Need {
+  const char* what;
+  bool CpuFeatures::*have;
+};
+const Need kAvx2Needs[] = {{"AVX2", &CpuFeatures::avx2},
+                           {"FMA", &CpuFeatures::fma},
+                           {"F16C", &CpuFeatures::f16c},
+                           {"OS-saved YMM state (XCR0)", &CpuFeatures::os_ymm}};
+const Need kAvxVnniNeeds[] = {{"AVX_VNNI", &CpuFeatures::avxvnni}};
+const Need kNeonNeeds[] = {{"ASIMD", &CpuFeatures::asimd}, {"ASIMDDP (sdot)", &CpuFeatures::asimddp}};
+const Need kAvx512VnniNeeds[] = {{"AVX512F", &CpuFeatures::avx512f},
+                                 {"AVX512BW", &CpuFeatures::avx512bw},
+                                 {"AVX512VL", &CpuFeatures::avx512vl},
+                                 {"AVX512_VNNI", &CpuFeatures::avx512vnni},
+                                 {"OS-saved ZMM and opmask state (XCR0)", &CpuFeatures::os_zmm}};
+
+// The tables from the least to the most preferred within an architecture: each x86 table needs the AVX2
+// set and its own.
+enum class Arch { kAny, kX86, kArm64 };
+struct TableSpec {
+  const char* name;
+  Arch arch;
+  const KernelTable* (*make)();  // null where the machine cannot run it: the one test of whether it can
+  const Need* own;
+  size_t own_count;
+  bool needs_avx2;
+};
+const KernelTable* generic_ptr() { return &generic_kernels(); }
+const TableSpec kSpecs[] = {
+    {"generic", Arch::kAny, generic_ptr, nullptr, 0, false},
+    {"neon", Arch::kArm64, neon_kernels, kNeonNeeds, std::size(kNeonNeeds), false},
+    {"avx2", Arch::kX86, avx2_kernels, nullptr, 0, true},
+    {"avxvnni", Arch::kX86, avxvnni_kernels, kAvxVnniNeeds, std::size(kAvxVnniNeeds), true},
+    {"avx512vnni", Arch::kX86, avx512vnni_kernels, kAvx512VnniNeeds, std::size(kAvx512VnniNeeds), true},
+};
+
+std::vector<const Need*> needs_of(const TableSpec& t) {
+  std::vector<const Need*> n;
+  if (t.needs_avx2)
+    for (const Need& x : kAvx2Needs) n.push_back(&x);
+  for (size_t i = 0; i < t.own_count; ++i) n.push_back(&t.own[i]);
+  return n;
 }
 
 std::string joined(const std::vector<std::string>& v) {
   std::string s;
-  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  for (size_t i = 0; i < v.size(); ++i) s += (i == 0 ? "" : i + 1 == v.size() ? " and " : ", ") + v[i];
   return s;
 }
 
-const char* const kTables[] = {"generic", "avx2", "avx512vnni"};
-const char* const kNeeds[] = {"nothing", "AVX2, FMA and F16C with the OS saving the YMM registers",
-                              "AVX2, FMA, F16C, AVX512F, AVX512VL and AVX512_VNNI with the OS saving the ZMM registers"};
+// "AVX2, FMA, F16C and AVX_VNNI" (the CPUID bits) plus what the OS must save, or "nothing".
+std::string needs_text(const TableSpec& t) {
+  std::vector<std::string> v;
+  for (const Need* n : needs_of(t)) v.push_back(n->what);
+  return v.empty() ? "nothing" : joined(v);
+}
+
+std::vector<std::string> missing(const TableSpec& t, const CpuFeatures& f) {
+  std::vector<std::string> m;
+  for (const Need* n : needs_of(t))
+    if (!(f.*(n->have))) m.push_back(n->what);
+  return m;
+}
 
 struct Choice {
   const KernelTable* table;
@@ -102,33 +217,37 @@ struct Choice {
 const Choice& choice() {
   static const Choice c = [] {
     const CpuFeatures f = cpu_features();
-    const KernelTable* avx2 = avx2_kernels();
-    const KernelTable* vnni = avx512vnni_kernels();
-    const KernelTable* best = vnni ? vnni : avx2 ? avx2 : &generic_kernels();
-    std::string why = std::string(best->name) + ": the best table this machine runs";
-    if (best == vnni) {
-      why += " (CPUID has AVX2, FMA, F16C, AVX512F, AVX512VL and AVX512_VNNI; the OS saves the ZMM registers)";
-    } else if (best == avx2) {
-      why += " (CPUID has AVX2, FMA and F16C; the OS saves the YMM registers); avx512vnni not: lacks " +
-             joined(missing_for("avx512vnni", f));
-    } else {
-      why += "; avx2 not: lacks " + joined(missing_for("avx2", f));
-    }
+    size_t best = 0;
+    for (size_t i = 0; i < std::size(kSpecs); ++i)
+      if (kSpecs[i].make()) best = i;
+    std::string why = std::string(kSpecs[best].name) + ": the best table this machine runs";
+    if (best > 0) why += " (it has " + needs_text(kSpecs[best]) + ")";
+#if defined(__aarch64__)
+    const Arch here = Arch::kArm64;
+#else
+    const Arch here = Arch::kX86;
+#endif
+    for (size_t i = best + 1; i < std::size(kSpecs); ++i)
+      if (kSpecs[i].arch == here) why += std::string("; ") + kSpecs[i].name + " not: lacks " + joined(missing(kSpecs[i], f));
+    const KernelTable* table = kSpecs[best].make();
     const char* want = std::getenv("QVL_ISA");
     if (want && *want) {
-      const KernelTable* forced = !std::strcmp(want, "generic") ? &generic_kernels()
-                                  : !std::strcmp(want, "avx2") ? avx2
-                                  : !std::strcmp(want, "avx512vnni") ? vnni
-                                                                     : nullptr;
-      if (forced) return Choice{forced, std::string(forced->name) + ": forced by QVL_ISA=" + want};
-      std::fprintf(stderr, "qvl: %s; using %s\n", check_isa_request().message().c_str(), best->name);
+      for (const TableSpec& t : kSpecs)
+        if (!std::strcmp(want, t.name) && t.make()) return Choice{t.make(), std::string(t.name) + ": forced by QVL_ISA=" + want};
+      std::fprintf(stderr, "qvl: %s; using %s\n", check_isa_request().message().c_str(), table->name);
     }
-    return Choice{best, why};
+    return Choice{table, why};
   }();
   return c;
 }
 
 }  // namespace
+
+std::vector<std::string> kernel_table_lacks(const std::string& table, const CpuFeatures& f) {
+  for (const TableSpec& t : kSpecs)
+    if (table == t.name) return missing(t, f);
+  return {"a table of that name"};
+}
 
 const KernelTable& kernels() { return *choice().table; }
 
@@ -137,17 +256,17 @@ const std::string& kernels_reason() { return choice().reason; }
 Status check_isa_request() {
   const char* want = std::getenv("QVL_ISA");
   if (!want || !*want) return Status::Ok();
-  // Whether a table runs is the table's own decision (its constructor returns null); missing_for only
-  // explains a refusal.
-  const KernelTable* const tables[] = {&generic_kernels(), avx2_kernels(), avx512vnni_kernels()};
-  for (size_t i = 0; i < sizeof(kTables) / sizeof(kTables[0]); ++i) {
-    if (std::strcmp(want, kTables[i]) != 0) continue;
-    if (tables[i]) return Status::Ok();
+  std::vector<std::string> names;
+  for (const TableSpec& t : kSpecs) {
+    names.push_back(t.name);
+    if (std::strcmp(want, t.name) != 0) continue;
+    // Whether a table runs is the table's own decision (make() returns null); the needs only explain it.
+    if (t.make()) return Status::Ok();
     return Status::Error(std::string("QVL_ISA=") + want + ": this machine cannot run the " + want + " kernels: they need " +
-                         kNeeds[i] + ", and it lacks " + joined(missing_for(kTables[i], cpu_features())) +
+                         needs_text(t) + ", and it lacks " + joined(missing(t, cpu_features())) +
                          "; unset QVL_ISA for the best table it runs");
   }
-  return Status::Error(std::string("QVL_ISA='") + want + "' names no kernel table: expected generic, avx2 or avx512vnni");
+  return Status::Error(std::string("QVL_ISA='") + want + "' names no kernel table: expected " + joined(names));
 }
 
 }  // namespace qvl

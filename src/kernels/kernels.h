@@ -1,9 +1,11 @@
 // The table of compute kernels, chosen once at start-up for the best instruction set the CPU and OS
-// support (CPUID + XGETBV), overridable with QVL_ISA=generic|avx2|avx512vnni for tests and comparisons. Every entry of the AVX2 table
-// has a scalar twin in generic.cpp that defines what it must compute.
+// support (x86-64: CPUID + XGETBV; ARM64: HWCAP), overridable with
+// QVL_ISA=generic|neon|avx2|avxvnni|avx512vnni for tests and comparisons. Every entry of every table has a
+// scalar twin in generic.cpp that defines what it must compute.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <cstdint>
 
@@ -76,8 +78,13 @@ void two_groups(const Block* w, const int8_t* xq, const float* xd, const int32_t
 const KernelTable& generic_kernels();
 // Null when the machine (CPU or OS) cannot run AVX2 + FMA + F16C.
 const KernelTable* avx2_kernels();
-// The AVX2 table with AVX-512 VNNI integer GEMM tiles (256-bit vpdpbusd); null without AVX2, AVX-512F/VL/
-// VNNI or the OS's AVX-512 state.
+// The generic table with NEON sdot integer GEMM tiles and activation quantizer (ARM64 with the dot-product
+// extension); null elsewhere.
+const KernelTable* neon_kernels();
+// The AVX2 table with AVX-VNNI integer GEMM tiles (VEX vpdpbusd, 256-bit); null without AVX2 or AVX_VNNI.
+const KernelTable* avxvnni_kernels();
+// The AVX2 table with AVX-512 VNNI integer GEMM tiles (512-bit vpdpbusd, two groups at once); null without AVX2, AVX-512F/BW/
+// VL/VNNI or the OS's AVX-512 state.
 const KernelTable* avx512vnni_kernels();
 
 // The table in use: the best available, or the one QVL_ISA names (an unavailable one: check_isa_request()
@@ -88,16 +95,21 @@ const KernelTable& kernels();
 // YMM registers; avx512vnni not: CPUID lacks AVX512F, AVX512VL, AVX512_VNNI" or "generic: QVL_ISA=generic".
 const std::string& kernels_reason();
 
-// QVL_ISA checked: Ok when unset or naming a table this CPU and OS can run (generic, avx2, avx512vnni); else
+// QVL_ISA checked: Ok when unset or naming a table this CPU and OS can run (generic, neon, avx2, avxvnni, avx512vnni); else
 // what is wrong (an unknown name, or the table, what it needs and which of it this machine lacks). Every qvl
 // command checks it before any work, so a forced table is never silently replaced.
 Status check_isa_request();
 
 // What the CPU and OS support.
 struct CpuFeatures {
-  bool avx2 = false, fma = false, f16c = false, avx512f = false, avx512vl = false, avx512vnni = false;
+  bool avx2 = false, fma = false, f16c = false, avxvnni = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512vnni = false;
   bool os_ymm = false, os_zmm = false;
+  bool asimd = false, asimddp = false;  // ARM64: NEON and its dot-product extension (sdot)
 };
 CpuFeatures cpu_features();
+
+// The features named table needs that a machine with features f lacks (CPUID / XCR0 names); empty: none.
+std::vector<std::string> kernel_table_lacks(const std::string& table, const CpuFeatures& f);
 
 }  // namespace qvl

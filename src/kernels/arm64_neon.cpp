@@ -1,0 +1,167 @@
+// The ARM64 table (ARMv8.2 with the dot-product extension: Apple silicon, Graviton 2 and later, Ampere,
+// Kunpeng, Snapdragon laptops, Cortex-A76 and later): the generic table with the integer GEMM tiles and
+// the activation quantizer written for NEON. `sdot` multiplies 4 signed bytes by 4 signed bytes and adds
+// them into an int32 lane, and its by-element form takes the 4 activation values from one 32-bit lane of
+// a register, so one instruction covers 4 values of 4 weight rows: no broadcast and (the operands being
+// signed) no offset for Q8_0. Same interleaved layouts, same exact integer sums, same float32 scaling
+// (dw * dx rounded, then one fused multiply-add): bit-identical to generic.
+// The float kernels stay generic's, which the compiler vectorizes for NEON (ARMv8's baseline).
+// Compiled only for aarch64 with -march=armv8.2-a+dotprod; dispatch.cpp builds the table after checking
+// the CPU's HWCAP_ASIMDDP, so nothing here runs on a CPU without sdot.
+#include <arm_neon.h>
+
+#include <cmath>
+
+#include "kernels/kernels.h"
+
+namespace qvl {
+namespace neon {
+namespace {
+
+// The weight blocks kPrefetchBlocks ahead are asked for (the x86 tables' distance).
+constexpr int kPrefetchBlocks = 16;
+template <class Block>
+inline void prefetch_ahead(const Block* w) {
+  const char* p = reinterpret_cast<const char*>(w + kPrefetchBlocks);
+  for (size_t off = 0; off < sizeof(Block); off += 64) __builtin_prefetch(p + off);
+}
+
+// The 8 rows' scales of a block: rows 0-3 and 4-7.
+inline void scales(const uint16_t* d, float32x4_t& lo, float32x4_t& hi) {
+  const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(d));
+  lo = vcvt_f32_f16(vget_low_f16(h));
+  hi = vcvt_high_f32_f16(h);
+}
+
+// acc += (dw * dx) * (isum - offset), the product dw * dx rounded to float32 first as in generic.
+inline float32x4_t finish(float32x4_t acc, float32x4_t dw, float dx, int32x4_t isum, int32_t offset) {
+  const int32x4_t s = vsubq_s32(isum, vdupq_n_s32(offset));
+  return vfmaq_f32(acc, vmulq_n_f32(dw, dx), vcvtq_f32_s32(s));
+}
+
+// Q8_0 chunk T (values 4T..4T+3 of each of the 8 rows: 16 bytes for rows 0-3, 16 for rows 4-7) times the
+// activation row's values 4T..4T+3, which sit in lane T % 4 of its register T / 4.
+template <int T, int MR>
+inline void q8_chunk(const int8_t* qs, const int8x16_t (&x)[MR][2], int32x4_t (&s)[MR][2]) {
+  const int8x16_t w0 = vld1q_s8(qs + 32 * T), w1 = vld1q_s8(qs + 32 * T + 16);
+  for (int i = 0; i < MR; ++i) {
+    s[i][0] = vdotq_laneq_s32(s[i][0], w0, x[i][T / 4], T % 4);
+    s[i][1] = vdotq_laneq_s32(s[i][1], w1, x[i][T / 4], T % 4);
+  }
+}
+
+// Q4_0 packed vector S: the low nibbles are values 4S..4S+3 of each row (activations in lane S of
+// register 0), the high ones values 16+4S.. (lane S of register 1); nibbles u in [0, 15] are non-negative
+// signed bytes, and sum((u - 8) x) = sum(u x) - 8 sum(x).
+template <int S, int MR>
+inline void q4_chunk(const uint8_t* qs, const int8x16_t (&x)[MR][2], int32x4_t (&s)[MR][2]) {
+  const uint8x16_t low4 = vdupq_n_u8(0x0F);
+  const uint8x16_t p0 = vld1q_u8(qs + 32 * S), p1 = vld1q_u8(qs + 32 * S + 16);
+  const int8x16_t lo0 = vreinterpretq_s8_u8(vandq_u8(p0, low4)), hi0 = vreinterpretq_s8_u8(vshrq_n_u8(p0, 4));
+  const int8x16_t lo1 = vreinterpretq_s8_u8(vandq_u8(p1, low4)), hi1 = vreinterpretq_s8_u8(vshrq_n_u8(p1, 4));
+  for (int i = 0; i < MR; ++i) {
+    s[i][0] = vdotq_laneq_s32(s[i][0], lo0, x[i][0], S);
+    s[i][1] = vdotq_laneq_s32(s[i][1], lo1, x[i][0], S);
+    s[i][0] = vdotq_laneq_s32(s[i][0], hi0, x[i][1], S);
+    s[i][1] = vdotq_laneq_s32(s[i][1], hi1, x[i][1], S);
+  }
+}
+
+// One group (8 output columns) by MR activation rows: per block, the rows' 32 int8 values in two
+// registers, 16 sdot per row (Q8_0 and Q4_0 alike) into two int32x4 sums (rows 0-3, 4-7).
+template <bool kQ4, int MR, class Block>
+void gemm_x8(const Block* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+             int64_t ldy) {
+  float32x4_t acc[MR][2];
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = vdupq_n_f32(0.0f);
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch_ahead(w + b);
+    int8x16_t x[MR][2];
+    int32x4_t s[MR][2];
+    for (int i = 0; i < MR; ++i) {
+      const int8_t* xi = xq + (i * nb + b) * kQK;
+      x[i][0] = vld1q_s8(xi);
+      x[i][1] = vld1q_s8(xi + 16);
+      s[i][0] = s[i][1] = vdupq_n_s32(0);
+    }
+    if constexpr (kQ4) {
+      q4_chunk<0>(w[b].qs, x, s);
+      q4_chunk<1>(w[b].qs, x, s);
+      q4_chunk<2>(w[b].qs, x, s);
+      q4_chunk<3>(w[b].qs, x, s);
+    } else {
+      q8_chunk<0>(w[b].qs, x, s);
+      q8_chunk<1>(w[b].qs, x, s);
+      q8_chunk<2>(w[b].qs, x, s);
+      q8_chunk<3>(w[b].qs, x, s);
+      q8_chunk<4>(w[b].qs, x, s);
+      q8_chunk<5>(w[b].qs, x, s);
+      q8_chunk<6>(w[b].qs, x, s);
+      q8_chunk<7>(w[b].qs, x, s);
+    }
+    float32x4_t dw0, dw1;
+    scales(w[b].d, dw0, dw1);
+    for (int i = 0; i < MR; ++i) {
+      const int32_t off = kQ4 ? 8 * xsum[i * nb + b] : 0;
+      acc[i][0] = finish(acc[i][0], dw0, xd[i * nb + b], s[i][0], off);
+      acc[i][1] = finish(acc[i][1], dw1, xd[i * nb + b], s[i][1], off);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    vst1q_f32(y + i * ldy, acc[i][0]);
+    vst1q_f32(y + i * ldy + 4, acc[i][1]);
+  }
+}
+
+}  // namespace
+
+void gemm_q8_0x8(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
+  switch (mr) {
+    case 1: return gemm_x8<false, 1>(w, xq, xd, xsum, nb, y, ldy);
+    case 2: return gemm_x8<false, 2>(w, xq, xd, xsum, nb, y, ldy);
+    case 3: return gemm_x8<false, 3>(w, xq, xd, xsum, nb, y, ldy);
+    default: return gemm_x8<false, 4>(w, xq, xd, xsum, nb, y, ldy);
+  }
+}
+
+void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
+  switch (mr) {
+    case 1: return gemm_x8<true, 1>(w, xq, xd, xsum, nb, y, ldy);
+    case 2: return gemm_x8<true, 2>(w, xq, xd, xsum, nb, y, ldy);
+    case 3: return gemm_x8<true, 3>(w, xq, xd, xsum, nb, y, ldy);
+    default: return gemm_x8<true, 4>(w, xq, xd, xsum, nb, y, ldy);
+  }
+}
+
+// quantize_row_act_ref on 4 lanes: amax by lanes then across, d = amax / 127, q = round-to-nearest-even
+// of x * (1 / d) (fcvtns, as nearbyint in the default rounding mode), the block's sum of q.
+void quantize_act(const float* x, int64_t cols, int8_t* q, float* d, int32_t* sum) {
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    const float* xb = x + b * kQK;
+    float32x4_t v[8];
+    float32x4_t m = vdupq_n_f32(0.0f);
+    for (int j = 0; j < 8; ++j) {
+      v[j] = vld1q_f32(xb + 4 * j);
+      m = vmaxq_f32(m, vabsq_f32(v[j]));
+    }
+    const float amax = vmaxvq_f32(m);
+    const float db = amax / 127.0f;
+    const float id = db != 0 ? 1.0f / db : 0.0f;
+    int32x4_t s = vdupq_n_s32(0);
+    int16x8_t h[4];
+    for (int j = 0; j < 4; ++j) {
+      const int32x4_t a = vcvtnq_s32_f32(vmulq_n_f32(v[2 * j], id)), c = vcvtnq_s32_f32(vmulq_n_f32(v[2 * j + 1], id));
+      s = vaddq_s32(s, vaddq_s32(a, c));
+      h[j] = vcombine_s16(vmovn_s32(a), vmovn_s32(c));
+    }
+    vst1q_s8(q + b * kQK, vcombine_s8(vmovn_s16(h[0]), vmovn_s16(h[1])));
+    vst1q_s8(q + b * kQK + 16, vcombine_s8(vmovn_s16(h[2]), vmovn_s16(h[3])));
+    d[b] = db;
+    sum[b] = vaddvq_s32(s);
+  }
+}
+
+}  // namespace neon
+}  // namespace qvl
