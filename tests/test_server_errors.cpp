@@ -52,7 +52,7 @@ TEST_F(ServerErrors, BadRequestsGetClearMessagesAndTheServerKeepsServing) {
   EXPECT_EQ(opt.status, 400);
   EXPECT_NE(opt.json_body()["error"].get<std::string>().find("num_predict"), std::string::npos);
   EXPECT_EQ(post("/api/chat", json{{"messages", json::array({json{{"role", "user"}, {"content", "x"}}})},
-                                   {"format", "json"}}).status, 400);
+                                   {"format", "yaml"}}).status, 400);
 
   // Unknown endpoints and wrong methods.
   Reply nf = post("/v1/nothing", json::object());

@@ -38,6 +38,8 @@ int cmd_run(const Args& args) {
   cli.add_option("--system", system, "a system message before the prompt")->type_name("TEXT");
   add_max_tokens_option(cli, opts.max_tokens);
   add_sampling_options(cli, sampling);
+  JsonOutputArgs json_output;
+  add_json_output_options(cli, json_output);
   cli.add_flag("--ignore-eos", opts.ignore_eos, "keep generating past end-of-sequence tokens (up to -n)");
   add_thread_options(cli, threads, &pin);
   add_weight_options(cli, weight_types);
@@ -53,6 +55,7 @@ int cmd_run(const Args& args) {
     model_dir = *dir;
   }
 
+  if (Status s = json_output.apply_to(opts); !s.ok()) return fail(cmd, s.message());
   // Images first, so a bad file fails before the model loads.
   std::vector<ImageRGB> images;
   for (const std::string& path : image_paths) {

@@ -9,7 +9,11 @@
 #include <iostream>
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
+#include "engine/json_grammar.h"
 #include "tensor/quant.h"
+#include "util/file.h"
 #include "util/thread_pool.h"
 #include "util/cpu_budget.h"
 
@@ -307,6 +311,28 @@ void add_sampling_options(CLI::App& app, SamplingArgs& s) {
       ->type_name("S")
       ->check(integer_in(0, 1ll << 62))
       ->default_str(std::to_string(SamplingParams{}.seed));
+}
+
+Status JsonOutputArgs::apply_to(GenerateOptions& options) const {
+  if (!schema_file.empty()) {
+    auto text = read_file_text(schema_file, 1 << 20);
+    if (!text.ok()) return text.status();
+    const auto schema = nlohmann::ordered_json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (schema.is_discarded()) return Status::Error(schema_file + ": not valid JSON");
+    auto g = JsonGrammar::from_schema(schema);
+    if (!g.ok()) return Status::Error(schema_file + ": " + g.status().message());
+    options.json = *g;
+  } else if (any_object) {
+    options.json = JsonGrammar::any_object();
+  }
+  return Status::Ok();
+}
+
+void add_json_output_options(CLI::App& app, JsonOutputArgs& args) {
+  auto* any = app.add_flag("--json", args.any_object, "answer with a JSON object (constrained decoding)");
+  app.add_option("--json-schema", args.schema_file, "answer with JSON that this schema accepts (constrained decoding)")
+      ->type_name("FILE")
+      ->excludes(any);
 }
 
 }  // namespace qvl::cli

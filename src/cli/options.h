@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/cli.h"
+#include "engine/generate.h"
 #include "engine/sampler.h"
 #include "model/convert.h"
 #include "model/kv_type.h"
@@ -78,6 +79,15 @@ struct SamplingArgs {
   void apply_to(SamplingParams& params) const;
 };
 void add_sampling_options(CLI::App& app, SamplingArgs& sampling);
+
+// ---- Structured output: --json (any JSON object), --json-schema FILE (JSON that schema accepts) -----------
+struct JsonOutputArgs {
+  bool any_object = false;
+  std::string schema_file;
+  // Sets options.json: reads and compiles the schema (an error names the file and the keyword).
+  Status apply_to(GenerateOptions& options) const;
+};
+void add_json_output_options(CLI::App& app, JsonOutputArgs& args);
 
 // ---- Validators (for options a single command owns) -------------------------------------------------------
 // An integer in [lo, hi]: "must be in [1, 1024], got 0" / "expects an integer, got 'x'".

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "engine/json_grammar.h"
 #include "engine/sampler.h"
 #include "io/image.h"
 #include "model/kv_type.h"
@@ -27,6 +29,8 @@ struct GenerateOptions {
   int64_t prefill_chunk = 512;          // the prompt is read this many tokens at a time (activation memory)
   ChatOptions chat;                     // add_generation_prompt, add_vision_id, tools
   PreprocessOptions image;              // min/max pixels
+  // Structured output: the answer is JSON this grammar accepts (constrained decoding); null: free text.
+  std::shared_ptr<const JsonGrammar> json;
 };
 
 struct GenerateTimings {

@@ -244,6 +244,7 @@ void Session::begin_decode() {
   stops_ = std::make_unique<StopChecker>(options_.stop);
   eos_[0] = tok.token_id("<|im_end|>");
   eos_[1] = tok.token_id("<|endoftext|>");
+  if (options_.json) json_ = std::make_unique<JsonConstraint>(options_.json, tok, std::vector<int32_t>{eos_[0], eos_[1]});
   result_.finish = FinishReason::kLength;
   decode_started_ms_ = now_ms();
   phase_ = Phase::kDecode;
@@ -269,7 +270,9 @@ Session::Step Session::sample() {
     finish(why);
     out.done = true;
   };
+  if (json_) json_->mask(logits_.data(), static_cast<int>(logits_.size()));
   const int32_t token = sampler_->sample(logits_.data(), static_cast<int>(logits_.size()));
+  if (json_) QVL_CHECK(json_->accept(token));  // the mask allowed it
   if (result_.tokens.empty()) tm.ttft_ms = now_ms() - start_ms_;
   if (!options_.ignore_eos && (token == eos_[0] || token == eos_[1])) {
     StopChecker::Emit e = stops_->push(detok_->flush());

@@ -11,6 +11,7 @@
 
 #include "engine/generate.h"
 #include "engine/image_cache.h"
+#include "engine/json_constraint.h"
 #include "engine/prefix_cache.h"
 #include "engine/stop.h"
 #include "model/mrope.h"
@@ -119,6 +120,7 @@ class Session {
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<TokenStreamDecoder> detok_;
   std::unique_ptr<StopChecker> stops_;
+  std::unique_ptr<JsonConstraint> json_;  // options_.json: the token mask
   std::vector<float> logits_;  // [vocab]
   int64_t rope_delta_ = 0;
   int64_t max_new_ = 0;

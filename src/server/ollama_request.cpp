@@ -49,7 +49,15 @@ Status parse_common(const json& body, OllamaRequest& r) {
   QVL_RETURN_IF_ERROR(read_string(body, "model", r.model));
   QVL_RETURN_IF_ERROR(read_bool(body, "stream", r.stream));
   if (auto f = body.find("format"); f != body.end() && !f->is_null() && !(f->is_string() && f->get<std::string>().empty())) {
-    return Status::Error("format: structured output (JSON mode, schemas) is not supported; leave it out");
+    if (f->is_string() && f->get<std::string>() == "json") {
+      r.options.json = JsonGrammar::any_object();
+    } else if (f->is_object()) {
+      auto g = JsonGrammar::from_schema(*f);
+      if (!g.ok()) return Status::Error("format: " + g.status().message());
+      r.options.json = *g;
+    } else {
+      return Status::Error("format: expected \"json\" or a JSON schema object, got " + f->dump());
+    }
   }
   if (auto t = body.find("think"); t != body.end() && !t->is_null() && !(t->is_boolean() && !t->get<bool>())) {
     return Status::Error("think: this model (Qwen3-VL Instruct) does not support thinking; leave it out");

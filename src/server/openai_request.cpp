@@ -111,10 +111,22 @@ Result<ChatCompletionRequest> parse_chat_completion(const json& body, const Gene
   bool logprobs = false;
   QVL_RETURN_IF_ERROR(read_bool(body, "logprobs", logprobs));
   if (logprobs) return Status::Error("logprobs: not supported; leave it out or set it to false");
-  if (auto rf = body.find("response_format"); rf != body.end() && rf->is_object()) {
+  if (auto rf = body.find("response_format"); rf != body.end() && !rf->is_null()) {
+    if (!rf->is_object()) return Status::Error("response_format: expected an object such as {\"type\": \"json_object\"}, got " + std::string(rf->type_name()));
     const std::string type = type_of(*rf);
-    if (!type.empty() && type != "text") {
-      return Status::Error("response_format: '" + type + "' is not supported; only plain text output is");
+    if (type == "json_object") {
+      r.options.json = JsonGrammar::any_object();
+    } else if (type == "json_schema") {
+      const auto js = rf->find("json_schema");
+      if (js == rf->end() || !js->is_object())
+        return Status::Error("response_format.json_schema: expected an object with \"name\" and \"schema\"");
+      const auto schema = js->find("schema");
+      if (schema == js->end()) return Status::Error("response_format.json_schema.schema: missing; give the JSON schema the answer must follow");
+      auto g = JsonGrammar::from_schema(*schema);
+      if (!g.ok()) return Status::Error("response_format.json_schema.schema: " + g.status().message());
+      r.options.json = *g;
+    } else if (!type.empty() && type != "text") {
+      return Status::Error("response_format.type: expected text, json_object or json_schema, got '" + type + "'");
     }
   }
   return r;

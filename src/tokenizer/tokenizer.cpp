@@ -226,6 +226,27 @@ std::string_view Tokenizer::token_bytes(int32_t id) const {
   return id_to_bytes_[id];
 }
 
+const std::vector<Tokenizer::SortedToken>& Tokenizer::sorted_tokens() const {
+  std::call_once(lazy_->once, [this] {
+    std::vector<std::pair<std::string_view, int32_t>> v;
+    v.reserve(bytes_to_id_.size());
+    for (const auto& [bytes, id] : bytes_to_id_)
+      if (!bytes.empty()) v.emplace_back(bytes, id);
+    std::sort(v.begin(), v.end());
+    std::vector<SortedToken>& out = lazy_->sorted;
+    out.reserve(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      uint32_t l = 0;
+      if (i > 0) {
+        const std::string_view a = v[i - 1].first, b = v[i].first;
+        while (l < a.size() && l < b.size() && a[l] == b[l]) ++l;
+      }
+      out.push_back(SortedToken{v[i].second, l});
+    }
+  });
+  return lazy_->sorted;
+}
+
 bool Tokenizer::is_special(int32_t id) const {
   return id >= 0 && static_cast<size_t>(id) < special_.size() && special_[id];
 }

@@ -1,6 +1,7 @@
 """The `ollama` Python package as a real client of `qvl serve`: chat with images (streaming and not),
 generate, list, show, and errors raised as ollama.ResponseError."""
 import ollama
+import pydantic
 import pytest
 
 
@@ -51,5 +52,24 @@ def test_generate_streaming_and_not(client, image_b64):
 
 def test_refused_option_raises_response_error(client):
     with pytest.raises(ollama.ResponseError) as e:
-        client.chat(model="qwen3-vl", messages=[{"role": "user", "content": "hi"}], format="json")
+        client.chat(model="qwen3-vl", messages=[{"role": "user", "content": "hi"}], think=True)
     assert e.value.status_code == 400
+    with pytest.raises(ollama.ResponseError) as e:
+        client.chat(model="qwen3-vl", messages=[{"role": "user", "content": "hi"}],
+                    format={"type": "string", "format": "date"})
+    assert e.value.status_code == 400 and "format" in str(e.value)
+
+
+class Item(pydantic.BaseModel):
+    name: str = pydantic.Field(max_length=6)
+    count: int
+    sold_out: bool
+
+
+def test_structured_output_validates_with_pydantic(client):
+    # Ollama's documented way: format=Model.model_json_schema(), then Model.model_validate_json.
+    for seed in (1, 2):
+        r = client.chat(model="qwen3-vl", messages=[{"role": "user", "content": "Describe the item as JSON."}],
+                        format=Item.model_json_schema(), options={"num_predict": 200, "seed": seed, "temperature": 1})
+        assert r.done_reason == "stop"
+        Item.model_validate_json(r.message.content)

@@ -1,6 +1,9 @@
 """The official `openai` Python package as a real client of `qvl serve`: models, chat with images (streaming
 and not), multi-turn, and errors raised as the right openai exceptions."""
+from typing import Literal
+
 import openai
+import pydantic
 import pytest
 
 from conftest import run_server
@@ -84,6 +87,37 @@ def test_multi_turn_with_system(client, image_data_uri):
         max_tokens=6)
     assert r.choices[0].message.content
     assert r.timings["image_tokens"] > 0
+
+
+class Verdict(pydantic.BaseModel):
+    """A structured answer; its strings are bounded so that the random-weight test model must end them."""
+    answer: Literal["yes", "no"]
+    label: str = pydantic.Field(max_length=8)
+    confidence: float
+
+
+def test_structured_output_validates_with_pydantic(client):
+    # The schema as pydantic writes it, sent the way OpenAI's structured outputs are; pydantic checks the answer.
+    for temperature in (0, 1):
+        r = client.chat.completions.create(
+            model="qwen3-vl", messages=[{"role": "user", "content": "Is there a cat? Answer in JSON."}],
+            max_tokens=200, temperature=temperature, seed=5,
+            response_format={"type": "json_schema",
+                             "json_schema": {"name": "verdict", "schema": Verdict.model_json_schema(), "strict": True}})
+        assert r.choices[0].finish_reason == "stop"
+        Verdict.model_validate_json(r.choices[0].message.content)
+    # json_object: an object (a stream's deltas joined).
+    parts = client.chat.completions.create(
+        model="qwen3-vl", messages=[{"role": "user", "content": "JSON"}], max_tokens=40, temperature=0, stream=True,
+        response_format={"type": "json_object"})
+    text = "".join(c.choices[0].delta.content or "" for c in parts if c.choices)
+    assert text.lstrip().startswith("{")
+    # A keyword that cannot be enforced is refused, named.
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(
+            model="qwen3-vl", messages=[{"role": "user", "content": "hi"}],
+            response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "^a"}}})
+    assert "pattern" in e.value.message
 
 
 def test_bad_request_raises_bad_request_error(client):

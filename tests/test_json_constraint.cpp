@@ -1,0 +1,348 @@
+// Structured output: the schema compiler's refusals, the byte acceptor on valid and invalid documents, the
+// token mask against its slow twin (every token fed to a copy of the acceptor), and answers of the tiny
+// random-weight model under a table of schemas × prompts × sampling settings: every answer parses and
+// validates (checked by a separate validator written from the JSON Schema text, not by the acceptor), which
+// such a model would almost never produce by itself. Then the same through the OpenAI and Ollama APIs.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/generate.h"
+#include "engine/json_constraint.h"
+#include "test_server_fixture.h"
+
+namespace qvl {
+namespace {
+
+using json = nlohmann::ordered_json;
+using test::tiny_model_dir;
+
+std::shared_ptr<const JsonGrammar> compile(const std::string& schema) {
+  auto g = JsonGrammar::from_schema(json::parse(schema));
+  EXPECT_TRUE(g.ok()) << schema << ": " << g.status().message();
+  return g.ok() ? *g : JsonGrammar::any_object();
+}
+
+// Whether the acceptor takes the whole text and ends accepting.
+bool accepts(const std::shared_ptr<const JsonGrammar>& g, const std::string& text) {
+  JsonAcceptor a(g);
+  return a.feed(text) && a.accepting();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// An independent validator for the supported keywords, from the JSON Schema specification's wording.
+
+size_t code_points(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+bool validates(const json& v, const json& s, const json& root) {
+  if (s.contains("$ref")) {
+    const std::string r = s["$ref"];
+    const std::string sec = r.rfind("#/$defs/", 0) == 0 ? "$defs" : "definitions";
+    return validates(v, root[sec][r.substr(r.find('/', 2) + 1)], root);
+  }
+  if (s.contains("enum")) {
+    for (const json& e : s["enum"])
+      if (e == v) return true;
+    return false;
+  }
+  if (s.contains("const")) return s["const"] == v;
+  if (s.contains("anyOf")) {
+    for (const json& a : s["anyOf"])
+      if (validates(v, a, root)) return true;
+    return false;
+  }
+  std::vector<std::string> types;
+  if (s.contains("type")) {
+    if (s["type"].is_string()) types.push_back(s["type"]);
+    else
+      for (const json& t : s["type"]) types.push_back(t);
+  }
+  if (types.empty()) return true;
+  for (const std::string& t : types) {
+    if (t == "null" && v.is_null()) return true;
+    if (t == "boolean" && v.is_boolean()) return true;
+    if (t == "integer" && v.is_number_integer()) return true;
+    if (t == "number" && v.is_number()) return true;
+    if (t == "string" && v.is_string()) {
+      const size_t n = code_points(v.get<std::string>());
+      if (s.contains("minLength") && n < s["minLength"].get<size_t>()) return false;
+      if (s.contains("maxLength") && n > s["maxLength"].get<size_t>()) return false;
+      return true;
+    }
+    if (t == "array" && v.is_array()) {
+      if (s.contains("minItems") && v.size() < s["minItems"].get<size_t>()) return false;
+      if (s.contains("maxItems") && v.size() > s["maxItems"].get<size_t>()) return false;
+      if (s.contains("items"))
+        for (const json& item : v)
+          if (!validates(item, s["items"], root)) return false;
+      return true;
+    }
+    if (t == "object" && v.is_object()) {
+      const json props = s.value("properties", json::object());
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        if (props.contains(it.key())) {
+          if (!validates(it.value(), props[it.key()], root)) return false;
+        } else if (!props.empty() || s.value("additionalProperties", true) == false) {
+          return false;
+        }
+      }
+      for (const json& r : s.value("required", json::array()))
+        if (!v.contains(r.get<std::string>())) return false;
+      return true;
+    }
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+
+TEST(JsonGrammar, RefusesWhatItCannotEnforceNamingTheKeyword) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"type":"string","pattern":"^a"})", "'pattern'"},
+      {R"({"type":"number","minimum":0})", "'minimum'"},
+      {R"({"type":"string","format":"date"})", "'format'"},
+      {R"({"oneOf":[{"type":"string"}]})", "'oneOf'"},
+      {R"({"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":true})", "additionalProperties"},
+      {R"({"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"}}}},"$ref":"#/$defs/n"})", "recursive"},
+      {R"({"$ref":"#/$defs/missing"})", "not defined"},
+      {R"({"anyOf":[{"type":"object","properties":{"a":{"type":"string"}}},{"type":"object"}]})", "begin with the same"},
+      {R"({"type":"string","minLength":5,"maxLength":2})", "maxLength is below minLength"},
+      {R"({"type":"tuple"})", "unknown type"},
+      {R"({"type":"object","properties":{"a":{"type":"string"}},"required":["b"]})", "not one of the properties"},
+      {R"("string")", "expected an object"},
+  };
+  for (const auto& [schema, want] : cases) {
+    auto g = JsonGrammar::from_schema(json::parse(schema));
+    ASSERT_FALSE(g.ok()) << schema;
+    EXPECT_NE(g.status().message().find(want), std::string::npos) << schema << " -> " << g.status().message();
+  }
+}
+
+TEST(JsonAcceptor, TakesValidDocumentsAndRefusesInvalidOnes) {
+  const auto any = JsonGrammar::any_object();
+  for (const char* ok : {"{}", "{ }", R"({"a":1})", R"({"a":[1,2.5,-3e+2,0,-0.0E-1],"b":{"c":null,"d":true}})",
+                         R"({"s":"\u00e9\n\"\\ é 中 🙂"})", "{\n  \"k\" : [ ] \n}"}) {
+    EXPECT_TRUE(accepts(any, ok)) << ok;
+    EXPECT_NO_THROW(json::parse(ok)) << ok;
+  }
+  for (const char* bad : {"[]", "1", "{,}", R"({"a":01})", R"({"a":1,})", R"({"a":tru})", R"({"a":"\x"})",
+                          "{\"a\":\"\x01\"}", "{\"a\":\"\xC0\xAF\"}", "{\"a\":\"\xED\xA0\x80\"}", R"({"a":1}})",
+                          R"({"a" 1})", R"({"a":1.})", R"({"a":-})", R"({"a":[1 2]})", "{         \"a\":1}"}) {
+    EXPECT_FALSE(accepts(any, bad)) << bad;
+  }
+  const char* const schema_text = R"({"type":"object","properties":{
+      "color":{"enum":["red","green",1,12]}, "n":{"type":"integer"}, "tags":{"type":"array","items":{"type":"string","maxLength":3},"minItems":1,"maxItems":2},
+      "maybe":{"type":["string","null"]}, "ok":{"type":"boolean"}},
+      "required":["color","n","tags"],"additionalProperties":false})";
+  const json schema = json::parse(schema_text);
+  const auto g = compile(schema_text);
+  for (const char* ok : {R"({"color":"red","n":-7,"tags":["abc"]})", R"({"tags":["é中a","x"],"n":0,"color":12,"ok":false})",
+                         R"({"color":1,"n":3,"tags":["a"],"maybe":null})", R"({"color":"green","n":3,"tags":["a"],"maybe":"x"})"}) {
+    EXPECT_TRUE(accepts(g, ok)) << ok;
+    EXPECT_TRUE(validates(json::parse(ok), schema, schema)) << ok;  // the two readings of the schema agree
+  }
+  for (const char* bad : {R"({"color":"blue","n":1,"tags":["a"]})", R"({"color":"red","n":1.5,"tags":["a"]})",
+                          R"({"color":"red","n":1,"tags":[]})", R"({"color":"red","n":1,"tags":["a","b","c"]})",
+                          R"({"color":"red","n":1,"tags":["abcd"]})", R"({"color":"red","n":1})",
+                          R"({"color":"red","n":1,"tags":["a"],"extra":1})", R"({"color":"red","color":"red","n":1,"tags":["a"]})",
+                          R"({"color":123,"n":1,"tags":["a"]})", R"({"color":"red","n":1,"tags":["a"],"maybe":3})"}) {
+    EXPECT_FALSE(accepts(g, bad)) << bad;
+    const json v = json::parse(bad, nullptr, false);
+    if (!v.is_discarded() && std::string(bad).find("\"color\":\"red\",\"color\"") == std::string::npos) {
+      EXPECT_FALSE(validates(v, schema, schema)) << bad;  // refused for what the schema says, not by accident
+    }
+  }
+}
+
+TEST(JsonAcceptor, UndoRestoresEveryEarlierState) {
+  const auto g = compile(R"({"type":"object","properties":{"a":{"type":"array","items":{"type":"number"}},"b":{"type":"string"}}})");
+  const std::string doc = R"({"a": [1, 2.5, {"x"]}, "b": "q\"z"})";
+  JsonAcceptor a(g);
+  a.set_logging(true);
+  std::vector<size_t> marks;
+  for (char c : doc) {
+    marks.push_back(a.mark());
+    if (!a.feed(static_cast<uint8_t>(c))) break;
+  }
+  // Back to each mark, latest first, then on with a valid ending: the state there was restored exactly.
+  const std::string good = R"({"a": [1, 2.5], "b": "q\"z"})";
+  ASSERT_EQ(marks.size(), 16u);  // '{' at 15 is refused: items are numbers
+  for (size_t i = 13; i-- > 0;) {
+    a.undo_to(marks[i]);
+    JsonAcceptor fresh(g);
+    ASSERT_TRUE(fresh.feed(good.substr(0, i)));
+    JsonAcceptor restored = a;
+    restored.set_logging(false);
+    EXPECT_EQ(restored.feed(good.substr(i)) && restored.accepting(), fresh.feed(good.substr(i)) && fresh.accepting()) << i;
+  }
+}
+
+// The trie walk with its shortcuts against the slow twin: each token's bytes fed to a fresh copy.
+TEST(JsonConstraint, MaskEqualsFeedingEveryTokenAlone) {
+  auto tok = Tokenizer::load(test::model_files_dir());
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  const int32_t end = tok->token_id("<|im_end|>");
+  const auto g = compile(R"({"type":"object","properties":{"name":{"type":"string","maxLength":5},"v":{"type":"number"},
+      "kind":{"enum":["alpha","beta"]},"list":{"type":"array","items":{}}},"required":["name"],"additionalProperties":false})");
+  for (const std::string prefix : {"", "{", "{\"na", "{\"name\":\"ab", "{\"name\":\"\xE4\xB8", "{\"name\":\"abcd",
+                                   "{\"name\":\"a\",\"v\":1", "{\"name\":\"a\",\"kind\":\"al", "{\"name\":\"a\",\"list\":[{\"q\":[",
+                                   "{\"name\":\"a\"}"}) {
+    JsonConstraint c(g, *tok, {end});
+    JsonAcceptor slow(g);
+    for (int32_t id : tok->encode(prefix)) {
+      ASSERT_TRUE(c.accept(id)) << prefix;
+      ASSERT_TRUE(slow.feed(std::string(tok->token_bytes(id))));
+    }
+    std::vector<float> logits(static_cast<size_t>(tok->vocab_size()) + 100, 0.0f);
+    c.mask(logits.data(), static_cast<int>(logits.size()));
+    int allowed = 0;
+    for (int32_t id = 0; id < static_cast<int32_t>(logits.size()); ++id) {
+      bool want = false;
+      if (id == end) want = slow.accepting();
+      else if (id < tok->vocab_size() && !tok->token_bytes(id).empty() && tok->token_id(std::string(tok->token_bytes(id))) == id &&
+               !tok->is_special(id)) {
+        JsonAcceptor copy = slow;
+        want = copy.feed(std::string(tok->token_bytes(id)));
+      }
+      // Added tokens (<think>, <tool_call>, ...) are never allowed even where their text would fit.
+      bool added = false;
+      for (const AddedToken& a : tok->added_tokens()) added = added || (a.id == id && id != end);
+      if (added) want = false;
+      ASSERT_EQ(std::isinf(logits[static_cast<size_t>(id)]), !want) << "prefix '" << prefix << "' token " << id << " '"
+                                                                      << tok->token_bytes(id) << "'";
+      allowed += want;
+    }
+    EXPECT_GT(allowed, 0) << prefix;
+  }
+}
+
+// The tiny random-weight model answers under each schema, greedy and sampled: every answer parses and
+// validates, and ends by itself (the schemas bound every string, so an answer cannot run on forever).
+TEST(JsonConstraint, RandomWeightAnswersAlwaysParseAndValidate) {
+  auto model = Model::load(tiny_model_dir());
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  ThreadPool pool(1);
+  const char* const schemas[] = {
+      R"({"type":"object","properties":{"name":{"type":"string","maxLength":12},"age":{"type":"integer"}},"required":["name","age"],"additionalProperties":false})",
+      R"({"type":"object","properties":{"items":{"type":"array","items":{"type":"object","properties":{"what":{"type":"string","maxLength":6},"price":{"type":"number"}},"required":["what","price"],"additionalProperties":false},"minItems":1,"maxItems":3},"paid":{"type":"boolean"}},"required":["items","paid"],"additionalProperties":false})",
+      R"({"type":"object","properties":{"color":{"enum":["red","green","blue"]},"note":{"type":["string","null"],"maxLength":5}},"required":["color","note"],"additionalProperties":false})",
+      R"({"$defs":{"pt":{"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":2}},"type":"object","properties":{"bbox_2d":{"$ref":"#/$defs/pt"},"label":{"type":"string","minLength":1,"maxLength":4}},"required":["bbox_2d","label"],"additionalProperties":false})",
+      R"({"type":"array","items":{"anyOf":[{"type":"string","maxLength":3},{"type":"number"},{"type":"boolean"}]},"maxItems":4})",
+  };
+  const char* const prompts[] = {"Extract the fields as JSON.", "Describe the receipt.", "what?"};
+  int checked = 0;
+  for (const char* schema_text : schemas) {
+    const json schema = json::parse(schema_text);
+    for (const char* prompt : prompts) {
+      for (float temperature : {0.0f, 1.0f}) {
+        GenerateOptions o;
+        o.max_tokens = 400;
+        o.context = 1024;
+        o.sampling.temperature = temperature;
+        o.sampling.top_k = 0;
+        o.sampling.top_p = 1.0f;
+        o.sampling.seed = 7 + checked;
+        o.json = compile(schema_text);
+        ChatMessage m;
+        m.role = "user";
+        m.content_string = prompt;
+        auto r = generate(**model, pool, {m}, {}, o);
+        ASSERT_TRUE(r.ok()) << r.status().message();
+        SCOPED_TRACE(std::string(schema_text) + " / " + prompt + " / T=" + std::to_string(temperature) + ": " + r->text);
+        EXPECT_EQ(r->finish, FinishReason::kStop);
+        json v;
+        ASSERT_NO_THROW(v = json::parse(r->text));
+        EXPECT_TRUE(validates(v, schema, schema)) << v.dump();
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 30);
+}
+
+// Any JSON object: an answer that ended parses as an object; one cut by max_tokens is a prefix of one
+// (nlohmann's parser fails only at the end of the input).
+TEST(JsonConstraint, AnyObjectModeIsAlwaysAnObjectOrItsPrefix) {
+  auto model = Model::load(tiny_model_dir());
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  ThreadPool pool(1);
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    GenerateOptions o;
+    o.max_tokens = 60;
+    o.context = 512;
+    o.sampling.temperature = seed % 2 ? 0.0f : 1.0f;
+    o.sampling.seed = seed;
+    o.json = JsonGrammar::any_object();
+    ChatMessage m;
+    m.role = "user";
+    m.content_string = "JSON please";
+    auto r = generate(**model, pool, {m}, {}, o);
+    ASSERT_TRUE(r.ok());
+    SCOPED_TRACE(r->text);
+    if (r->finish == FinishReason::kStop) {
+      json v;
+      ASSERT_NO_THROW(v = json::parse(r->text));
+      EXPECT_TRUE(v.is_object());
+    } else {
+      try {
+        (void)json::parse(r->text);
+      } catch (const json::parse_error& e) {
+        EXPECT_EQ(e.byte, r->text.size() + 1) << e.what();  // failed only where the text ends
+      }
+    }
+  }
+}
+
+class JsonApiTest : public test::ServerTest {};
+
+TEST_F(JsonApiTest, OpenAIResponseFormatAndOllamaFormat) {
+  start();
+  const json schema = json::parse(R"({"type":"object","properties":{"answer":{"enum":["yes","no"]},"confidence":{"type":"number"}},"required":["answer","confidence"],"additionalProperties":false})");
+  for (float temperature : {0.0f, 0.9f}) {
+    test::Reply r = post("/v1/chat/completions",
+                         json{{"model", "tiny"}, {"max_tokens", 200}, {"temperature", temperature}, {"seed", 3},
+                              {"messages", json::array({json{{"role", "user"}, {"content", "Is it a cat?"}}})},
+                              {"response_format", json{{"type", "json_schema"}, {"json_schema", json{{"name", "verdict"}, {"schema", schema}, {"strict", true}}}}}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    const std::string content = r.json_body()["choices"][0]["message"]["content"];
+    json v;
+    ASSERT_NO_THROW(v = json::parse(content)) << content;
+    EXPECT_TRUE(validates(v, schema, schema)) << content;
+    EXPECT_EQ(r.json_body()["choices"][0]["finish_reason"], "stop");
+  }
+  // json_object mode: an object (or, cut by max_tokens, the start of one).
+  test::Reply s = post("/v1/chat/completions",
+                       json{{"model", "tiny"}, {"max_tokens", 300}, {"temperature", 0}, {"stream", false},
+                            {"messages", json::array({json{{"role", "user"}, {"content", "JSON"}}})},
+                            {"response_format", json{{"type", "json_object"}}}});
+  ASSERT_EQ(s.status, 200) << s.body;
+  if (s.json_body()["choices"][0]["finish_reason"] == "stop") {
+    EXPECT_TRUE(json::parse(s.json_body()["choices"][0]["message"]["content"].get<std::string>()).is_object());
+  }
+  // Ollama: format "json" and a schema.
+  test::Reply o = post("/api/chat", json{{"model", "tiny"}, {"stream", false}, {"format", schema},
+                                        {"options", json{{"num_predict", 200}, {"temperature", 0}}},
+                                        {"messages", json::array({json{{"role", "user"}, {"content", "Is it a cat?"}}})}});
+  ASSERT_EQ(o.status, 200) << o.body;
+  const std::string oc = o.json_body()["message"]["content"];
+  EXPECT_TRUE(validates(json::parse(oc), schema, schema)) << oc;
+  // What cannot be enforced is refused with the keyword named.
+  const json unsupported = json{{"type", "string"}, {"pattern", "a+"}};
+  const json format = json{{"type", "json_schema"}, {"json_schema", json{{"name", "x"}, {"schema", unsupported}}}};
+  test::Reply bad = post("/v1/chat/completions",
+                         json{{"model", "tiny"}, {"messages", json::array({json{{"role", "user"}, {"content", "x"}}})},
+                              {"response_format", format}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("pattern"), std::string::npos) << bad.body;
+  test::Reply bad2 = post("/api/chat", json{{"model", "tiny"}, {"stream", false}, {"format", "yaml"},
+                                           {"messages", json::array({json{{"role", "user"}, {"content", "x"}}})}});
+  EXPECT_EQ(bad2.status, 400);
+  EXPECT_NE(bad2.body.find("format"), std::string::npos) << bad2.body;
+}
+
+}  // namespace
+}  // namespace qvl
