@@ -30,8 +30,16 @@ struct GenerateOptions {
   ChatOptions chat;                     // add_generation_prompt, add_vision_id, tools
   PreprocessOptions image;              // min/max pixels
   // Structured output: the answer is JSON this grammar accepts (constrained decoding); null: free text.
+  // The text around it, forced token by token (a tool call's "<tool_call>\n" and "\n</tool_call>").
   std::shared_ptr<const JsonGrammar> json;
+  std::string json_prefix, json_suffix;
 };
+
+// Makes the answer one tool call of the Qwen3 chat format, <tool_call>\n{"name": ..., "arguments": {...}}
+// \n</tool_call>: of the tool `name` (its parameters' schema enforced where json_grammar.h supports it,
+// else any object), or of any tool of options.chat.tools when `name` is empty (arguments: any object).
+// An error says which tool is unknown.
+Status require_tool_call(GenerateOptions& options, const std::string& name);
 
 struct GenerateTimings {
   double preprocess_ms = 0, vision_ms = 0, prefill_ms = 0, decode_ms = 0, ttft_ms = 0;

@@ -38,8 +38,9 @@ int32_t plain_code_points(std::string_view b) {
 }  // namespace
 
 JsonConstraint::JsonConstraint(std::shared_ptr<const JsonGrammar> grammar, const Tokenizer& tok,
-                               std::vector<int32_t> end_ids)
-    : tok_(tok), acc_(std::move(grammar)), end_ids_(std::move(end_ids)) {
+                               std::vector<int32_t> end_ids, std::vector<int32_t> before, std::vector<int32_t> after)
+    : tok_(tok), acc_(std::move(grammar)), end_ids_(std::move(end_ids)), before_(std::move(before)), after_(std::move(after)) {
+  phase_ = before_.empty() ? kJson : kBefore;
   const auto& sorted = tok.sorted_tokens();
   plain_cp_.assign(static_cast<size_t>(tok.vocab_size()), -1);
   not_plain_.reserve(sorted.size() / 4);
@@ -86,6 +87,18 @@ void JsonConstraint::walk(const std::vector<Tokenizer::SortedToken>& list) {
 
 void JsonConstraint::mask(float* logits, int vocab) {
   allowed_.assign(static_cast<size_t>(std::max(vocab, tok_.vocab_size())), 0);
+  auto only = [&](int32_t id) {
+    if (id >= 0 && id < vocab) allowed_[static_cast<size_t>(id)] = 1;
+  };
+  if (phase_ == kBefore || phase_ == kAfter || phase_ == kEnd) {
+    if (phase_ == kBefore) only(before_[forced_]);
+    else if (phase_ == kAfter) only(after_[forced_]);
+    else
+      for (int32_t e : end_ids_) only(e);
+    for (int id = 0; id < vocab; ++id)
+      if (!allowed_[static_cast<size_t>(id)]) logits[id] = -INFINITY;
+    return;
+  }
   if (!acc_.finished()) {
     int64_t room = -1;
     if (acc_.in_plain_string(room)) {
@@ -98,17 +111,44 @@ void JsonConstraint::mask(float* logits, int vocab) {
   }
   bool any = false;
   for (int id = 0; id < vocab && !any; ++id) any = allowed_[static_cast<size_t>(id)];
-  if (acc_.accepting() || !any)  // a dead end cannot happen with a byte-level vocabulary; end rather than loop
-    for (int32_t e : end_ids_)
-      if (e >= 0 && e < vocab) allowed_[static_cast<size_t>(e)] = 1;
+  // The value may end here: then the forced text after it, or the end. (A dead end cannot happen with a
+  // byte-level vocabulary; if it did, ending beats looping.)
+  if (acc_.accepting() || !any) {
+    if (!after_.empty()) only(after_[0]);
+    else
+      for (int32_t e : end_ids_) only(e);
+  }
   for (int id = 0; id < vocab; ++id)
     if (!allowed_[static_cast<size_t>(id)]) logits[id] = -INFINITY;
 }
 
 bool JsonConstraint::accept(int32_t token) {
+  auto forced = [&](const std::vector<int32_t>& ids, Phase next) {
+    if (token != ids[forced_]) return false;
+    if (++forced_ == ids.size()) {
+      phase_ = next;
+      forced_ = 0;
+    }
+    return true;
+  };
+  switch (phase_) {
+    case kBefore: return forced(before_, kJson);
+    case kAfter: return forced(after_, kEnd);
+    case kEnd: break;
+    case kJson:
+      if (!after_.empty() && token == after_[0] && acc_.accepting()) {
+        phase_ = kAfter;
+        forced_ = 0;
+        return forced(after_, kEnd);
+      }
+      if (after_.empty())
+        for (int32_t e : end_ids_)
+          if (token == e) return acc_.accepting();
+      return acc_.feed(std::string(tok_.token_bytes(token)));
+  }
   for (int32_t e : end_ids_)
-    if (token == e) return acc_.accepting();
-  return acc_.feed(std::string(tok_.token_bytes(token)));
+    if (token == e) return true;
+  return false;
 }
 
 }  // namespace qvl

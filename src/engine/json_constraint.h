@@ -17,15 +17,17 @@ namespace qvl {
 
 class JsonConstraint {
  public:
-  // end_ids: the tokens that end the answer (<|im_end|>, <|endoftext|>).
-  JsonConstraint(std::shared_ptr<const JsonGrammar> grammar, const Tokenizer& tok, std::vector<int32_t> end_ids);
+  // end_ids: the tokens that end the answer (<|im_end|>, <|endoftext|>); before and after: tokens forced
+  // before and after the JSON (a tool call's tags), none by default.
+  JsonConstraint(std::shared_ptr<const JsonGrammar> grammar, const Tokenizer& tok, std::vector<int32_t> end_ids,
+                 std::vector<int32_t> before = {}, std::vector<int32_t> after = {});
 
   // Sets logits[id] = -inf for every id < vocab that may not come next.
   void mask(float* logits, int vocab);
   // Moves past a sampled token; false when it was not allowed (the state is then unusable).
   bool accept(int32_t token);
   // The answer is a whole value (it may end here).
-  bool complete() const { return acc_.accepting(); }
+  bool complete() const { return phase_ == kEnd || (phase_ == kJson && after_.empty() && acc_.accepting()); }
   // The ids allowed by the last mask() (for tests).
   const std::vector<uint8_t>& allowed() const { return allowed_; }
 
@@ -35,7 +37,9 @@ class JsonConstraint {
 
   const Tokenizer& tok_;
   JsonAcceptor acc_;
-  std::vector<int32_t> end_ids_;
+  std::vector<int32_t> end_ids_, before_, after_;
+  enum Phase { kBefore, kJson, kAfter, kEnd } phase_ = kJson;
+  size_t forced_ = 0;  // tokens of before_ / after_ given so far
   std::vector<uint8_t> allowed_;   // per id, by the last mask()
   std::vector<int32_t> plain_cp_;  // per id: code points when plain string text, else -1
   std::vector<Tokenizer::SortedToken> not_plain_;  // the sorted tokens that are not plain, shared prefixes recomputed

@@ -7,6 +7,7 @@
 //   kStr    0 content     1 after '\'   2 in \uXXXX (aux: digits read); aux also counts UTF-8 continuation
 //           bytes still due, pos the allowed range of the next one (after E0, ED, F0, F4)
 //   kNum    0 start 1 '-' 2 '0' 3 integer digits 4 '.' 5 fraction 6 'e' 7 exponent sign 8 exponent digits
+//           (aux: exponent digits, at most 2)
 //   kLit    seen: the literals still matching, pos: bytes matched
 // A number or literal ends at the first byte that cannot continue it, which then goes to the parent.
 #include "engine/json_grammar.h"
@@ -36,6 +37,10 @@ void add_builtin_nodes(std::vector<JsonNode>& nodes) {
   nodes[kWordNode].kind = JsonNode::kLiterals;
   nodes[kWordNode].literals = {"true", "false", "null"};
 }
+
+// Exponents of at most two digits: every number stays within a double's range (parsers such as
+// nlohmann's refuse 1e400; JavaScript and Python would read infinity).
+constexpr int kMaxExponentDigits = 2;
 
 bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
@@ -285,6 +290,40 @@ Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::from_schema(const json& 
   return std::shared_ptr<const JsonGrammar>(std::move(g));
 }
 
+Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::tool_call(
+    const std::vector<std::pair<std::string, const json*>>& functions) {
+  if (functions.empty() || functions.size() > kMaxLiterals)
+    return Status::Error("a tool call needs 1 to " + std::to_string(kMaxLiterals) + " functions, got " + std::to_string(functions.size()));
+  auto g = std::make_shared<JsonGrammar>();
+  add_builtin_nodes(g->nodes_);
+  JsonNode names;
+  names.kind = JsonNode::kLiterals;
+  JsonNode obj;
+  obj.kind = JsonNode::kObject;
+  obj.names = {"name", "arguments"};
+  obj.required = 3;
+  obj.chooser = 0;
+  obj.chosen = 1;
+  for (const auto& [name, params] : functions) {
+    names.literals.push_back(json(name).dump());
+    int32_t args = kAnyObjectNode;
+    if (params) {
+      // The parameters compiled into this grammar; refused ones (a "format", a "pattern") leave any object.
+      SchemaCompiler c(*params, *g);
+      const size_t before = g->nodes_.size();
+      auto node = c.compile(*params, "parameters of " + name);
+      if (node.ok() && g->nodes_[static_cast<size_t>(*node)].kind == JsonNode::kObject) args = *node;
+      else g->nodes_.resize(before);
+    }
+    obj.chosen_nodes.push_back(args);
+  }
+  g->nodes_.push_back(std::move(names));
+  obj.children = {static_cast<int32_t>(g->nodes_.size() - 1), kAnyObjectNode};
+  g->nodes_.push_back(std::move(obj));
+  g->root_ = static_cast<int32_t>(g->nodes_.size() - 1);
+  return std::shared_ptr<const JsonGrammar>(std::move(g));
+}
+
 std::shared_ptr<const JsonGrammar> JsonGrammar::any_object() {
   static const std::shared_ptr<const JsonGrammar> g = [] {
     auto m = std::make_shared<JsonGrammar>();
@@ -453,11 +492,21 @@ bool JsonAcceptor::start_value(int32_t node_id, uint8_t c) {
 
 // The top frame is complete: pop it and move its parent past the value.
 bool JsonAcceptor::value_done() {
+  const Frame done = stack_[static_cast<size_t>(n_ - 1)];
   set_n(n_ - 1);
   if (n_ == 0) return true;
   Frame& p = mut(n_ - 1);
   p.ws = 0;
-  if (p.kind == kObj) p.phase = p.phase == 1 ? 2 : 4;  // a free key read, or a value
+  if (p.kind == kObj) {
+    // A chooser property's literal: which one it was (the one matched whole).
+    const JsonNode& on = grammar_->node(p.node);
+    if (on.chooser >= 0 && p.prop == on.chooser && done.kind == kLit) {
+      const JsonNode& ln = grammar_->node(done.node);
+      for (size_t i = 0; i < ln.literals.size(); ++i)
+        if ((done.seen >> i & 1) && ln.literals[i].size() == done.pos) p.choice = static_cast<int16_t>(i);
+    }
+    p.phase = p.phase == 1 ? 2 : 4;  // a free key read, or a value
+  }
   else if (p.kind == kArr) {
     p.phase = 1;
     ++p.count;
@@ -541,13 +590,14 @@ bool JsonAcceptor::feed_number(uint8_t c) {
     case 5: next = is_digit(c) ? 5 : (c == 'e' || c == 'E') ? 6 : -1; break;
     case 6: next = (c == '+' || c == '-') ? 7 : is_digit(c) ? 8 : -1; break;
     case 7:
-    case 8: next = is_digit(c) ? 8 : -1; break;
+    case 8: next = is_digit(c) && f.aux < kMaxExponentDigits ? 8 : -1; break;
   }
   if (next >= 0) {
     if (f.pos >= JsonGrammar::kMaxNumberChars) return false;
     Frame& m = mut(top);
     m.phase = static_cast<uint8_t>(next);
     ++m.pos;
+    if (next == 8) ++m.aux;  // exponent digits
     return true;
   }
   if (!number_can_end(f.phase) || top == 0) return false;  // nothing follows a root value
@@ -592,6 +642,7 @@ bool JsonAcceptor::feed_object(uint8_t c) {
       return push(k);
     }
     m.cand = all & ~m.seen;
+    if (n.chosen >= 0 && m.choice < 0) m.cand &= ~(uint64_t{1} << n.chosen);  // only after its chooser
     m.pos = 0;
     return m.cand != 0;
   };
@@ -633,7 +684,9 @@ bool JsonAcceptor::feed_object(uint8_t c) {
       m.ws = 0;
       Frame v;
       v.kind = kValue;
-      v.node = n.any_keys ? n.children[0] : n.children[static_cast<size_t>(f.prop)];
+      v.node = n.any_keys ? n.children[0]
+               : (f.prop == n.chosen && f.choice >= 0) ? n.chosen_nodes[static_cast<size_t>(f.choice)]
+                                                       : n.children[static_cast<size_t>(f.prop)];
       return push(v);
     }
     case 4:

@@ -14,7 +14,7 @@
 // begin alike. The any-JSON-object mode (`json_object`, Ollama's "json") takes any keys and any values.
 //
 // Termination with any model (even random weights): whitespace runs are at most kMaxWhitespace bytes,
-// numbers at most kMaxNumberChars characters, nesting at most kMaxDepth levels; strings end where the
+// numbers at most kMaxNumberChars characters (exponents two digits: every number fits a double), nesting at most kMaxDepth levels; strings end where the
 // model closes them or at maxLength.
 #pragma once
 
@@ -47,6 +47,10 @@ struct JsonNode {
   uint64_t required = 0;                 // kObject: bit i: names[i] must appear
   int64_t min_count = 0, max_count = -1; // kArray: items; kString: code points (-1: no limit)
   std::vector<std::string> literals;     // kLiterals: the compact JSON texts
+  // kObject: the value of property `chooser` (a kLiterals node) picks the node of property `chosen`, which
+  // may only follow it: chosen_nodes[i] for literal i (a tool call's name picks its arguments' schema).
+  int32_t chooser = -1, chosen = -1;
+  std::vector<int32_t> chosen_nodes;
 };
 
 class JsonGrammar {
@@ -61,6 +65,10 @@ class JsonGrammar {
   static Result<std::shared_ptr<const JsonGrammar>> from_schema(const nlohmann::ordered_json& schema);
   // Any JSON object (OpenAI json_object, Ollama format "json").
   static std::shared_ptr<const JsonGrammar> any_object();
+  // {"name": <one of the names>, "arguments": <that function's parameters>}, name first: a tool call. A
+  // function whose parameters the compiler refuses gets any object as its arguments.
+  static Result<std::shared_ptr<const JsonGrammar>> tool_call(
+      const std::vector<std::pair<std::string, const nlohmann::ordered_json*>>& functions);
 
   const JsonNode& node(int32_t i) const { return nodes_[static_cast<size_t>(i)]; }
   int32_t root() const { return root_; }
@@ -108,6 +116,7 @@ class JsonAcceptor {
     uint8_t aux = 0;    // string: UTF-8 continuation bytes still due; \u digits read
     uint16_t pos = 0;   // object key / literal: bytes matched; number: characters
     int16_t prop = -1;  // object: the property whose value is being read
+    int16_t choice = -1;  // object: the literal its chooser property took
     int64_t count = 0;  // string: code points; array: items
     uint64_t seen = 0;  // object: properties given; literal: candidates
     uint64_t cand = 0;  // object: key candidates

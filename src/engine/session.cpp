@@ -244,7 +244,11 @@ void Session::begin_decode() {
   stops_ = std::make_unique<StopChecker>(options_.stop);
   eos_[0] = tok.token_id("<|im_end|>");
   eos_[1] = tok.token_id("<|endoftext|>");
-  if (options_.json) json_ = std::make_unique<JsonConstraint>(options_.json, tok, std::vector<int32_t>{eos_[0], eos_[1]});
+  if (options_.json) {
+    json_ = std::make_unique<JsonConstraint>(options_.json, tok, std::vector<int32_t>{eos_[0], eos_[1]},
+                                             tok.encode(options_.json_prefix, /*allow_special=*/true),
+                                             tok.encode(options_.json_suffix, /*allow_special=*/true));
+  }
   result_.finish = FinishReason::kLength;
   decode_started_ms_ = now_ms();
   phase_ = Phase::kDecode;

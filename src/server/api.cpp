@@ -95,6 +95,32 @@ Status read_bool(const json& obj, const char* key, bool& out, const std::string&
   return Status::Ok();
 }
 
+Status read_tool_choice(const json& body, GenerateOptions& options, bool& parse_calls, bool& required) {
+  parse_calls = !options.chat.tools.empty();
+  required = false;
+  std::string name;
+  if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
+    if (tc->is_string() && (*tc == "none" || *tc == "auto" || *tc == "required")) {
+      if (*tc == "none") {  // the model is not told about the tools, and its answer is text
+        options.chat.tools.clear();
+        parse_calls = false;
+      }
+      required = *tc == "required";
+    } else if (tc->is_object() && tc->contains("function") && (*tc)["function"].is_object() &&
+               (*tc)["function"].contains("name") && (*tc)["function"]["name"].is_string()) {
+      name = (*tc)["function"]["name"].get<std::string>();
+      required = true;
+    } else {
+      return Status::Error("tool_choice: expected \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                           "\"function\": {\"name\": ...}}, got " + tc->dump());
+    }
+  }
+  if (required) {
+    if (Status s = require_tool_call(options, name); !s.ok()) return Status::Error("tool_choice: " + s.message());
+  }
+  return Status::Ok();
+}
+
 Status read_float(const json& obj, const char* key, float& out, const std::string& where) {
   const json* v = find(obj, key);
   if (!v) return Status::Ok();

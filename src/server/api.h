@@ -66,6 +66,11 @@ Result<json> parse_json_text(std::string_view text);
 // Typed optional fields of a JSON object: absent or null leaves `out` as it is; a value of the wrong type
 // is an error naming `where`.`key`. Numbers given as integers are accepted for floats.
 Status read_bool(const json& obj, const char* key, bool& out, const std::string& where = "");
+// tool_choice over options.chat.tools (OpenAI's field; accepted on Ollama's /api/chat too): "auto" (the
+// default), "none" (the tools are left out of the prompt), "required" or {"type": "function", "function":
+// {"name": ...}} (the answer is forced to be such a call: require_tool_call). parse_calls: answers are to be
+// read for <tool_call> blocks (tools given, choice not none); required: a call is forced.
+Status read_tool_choice(const json& body, GenerateOptions& options, bool& parse_calls, bool& required);
 Status read_float(const json& obj, const char* key, float& out, const std::string& where = "");
 Status read_int(const json& obj, const char* key, int64_t& out, const std::string& where = "");
 Status read_string(const json& obj, const char* key, std::string& out, const std::string& where = "");

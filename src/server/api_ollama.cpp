@@ -5,7 +5,10 @@
 #include <cstdio>
 #include <ctime>
 
+#include <memory>
+
 #include "server/api.h"
+#include "tokenizer/tool_calls.h"
 #include "server/ollama_request.h"
 
 namespace qvl::server {
@@ -85,23 +88,44 @@ void generate(ApiContext& ctx, const http::Request& req, http::Response& res, bo
   Admitted a = submit_and_wait_start(ctx, std::move(ir), watch);
   if (a.error) return fail(*a.error);
 
+  // With tools (/api/chat): the answer's <tool_call> blocks become message.tool_calls, the rest its content.
+  const bool tools = chat && r.tool_calls;
+  auto with_calls = [](json j, const std::vector<ParsedToolCall>& calls) {
+    json list = json::array();
+    for (const ParsedToolCall& c : calls) list.push_back(json{{"function", json{{"name", c.name}, {"arguments", c.arguments}}}});
+    if (!list.empty()) j["message"]["tool_calls"] = std::move(list);
+    return j;
+  };
   if (!r.stream) {
     bool gone = false;
     JobUpdate end = wait_for_end(a, watch, gone);
     if (gone) return fail({499, "the client went away"});
     if (end.error != JobError::kNone) return fail(job_error(end));
     json j = piece(end.result.text);
+    if (tools) {
+      const ParsedAnswer p = parse_tool_calls(end.result.text);
+      j = with_calls(piece(p.calls.empty() ? end.result.text : p.content), p.calls);
+    }
     j["done"] = true;
     add_stats(j, end);
     return send_json(res, 200, j);
   }
   StreamFormat f;
-  f.text = [piece](std::string_view text) { return dump_json(piece(text)) + "\n"; };
-  f.done = [piece](const JobUpdate& end) {
+  auto calls = tools ? std::make_shared<ToolCallStream>() : nullptr;
+  auto lines = [piece, calls, with_calls](const std::string& content) {
+    std::string out;
+    if (!content.empty()) out += dump_json(piece(content)) + "\n";
+    if (calls)
+      if (auto c = calls->take_calls(); !c.empty()) out += dump_json(with_calls(piece(""), c)) + "\n";
+    return out;
+  };
+  f.text = [lines, calls](std::string_view text) { return lines(calls ? calls->push(text) : std::string(text)); };
+  f.done = [piece, calls, lines](const JobUpdate& end) {
+    const std::string head = calls ? lines(calls->finish()) : std::string();
     json j = piece("");
     j["done"] = true;
     add_stats(j, end);
-    return dump_json(j) + "\n";
+    return head + dump_json(j) + "\n";
   };
   f.error = [](const ApiError& e) { return dump_json(json{{"error", e.message}}) + "\n"; };
   stream_job(res, kNdjson, std::move(a), watch, std::move(f));

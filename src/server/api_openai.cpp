@@ -3,8 +3,11 @@
 #include <chrono>
 #include <cstdio>
 
+#include <memory>
+
 #include "server/api.h"
 #include "server/openai_request.h"
+#include "tokenizer/tool_calls.h"
 
 namespace qvl::server {
 
@@ -60,6 +63,18 @@ json chunk(const std::string& id, int64_t created, const std::string& model, jso
 
 std::string sse(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
 
+// A parsed call as OpenAI writes it: an id, and the arguments as a JSON string.
+json openai_tool_call(const ParsedToolCall& c, size_t index, bool with_index) {
+  json j{{"id", random_id("call_")}, {"type", "function"}, {"function", json{{"name", c.name}, {"arguments", c.arguments.dump()}}}};
+  if (with_index) j = json{{"index", index}, {"id", j["id"]}, {"type", "function"}, {"function", j["function"]}};
+  return j;
+}
+
+// "tool_calls" when the answer ended by itself with calls in it.
+json finish_reason_json(FinishReason f, bool called) {
+  return called && f == FinishReason::kStop ? std::string("tool_calls") : std::string(finish_reason_name(f));
+}
+
 void chat_completions(ApiContext& ctx, const http::Request& req, http::Response& res) {
   auto fail = [&](const ApiError& e) { send_error(res, ApiFamily::kOpenAI, e); };
   if (auto e = check_ready(ctx)) return fail(*e);
@@ -85,8 +100,19 @@ void chat_completions(ApiContext& ctx, const http::Request& req, http::Response&
     if (gone) return fail({499, "the client went away", "cancelled"});
     if (end.error != JobError::kNone) return fail(job_error(end));
     json message{{"role", "assistant"}, {"content", end.result.text}};
+    bool called = false;
+    if (r.tool_calls) {
+      const ParsedAnswer p = parse_tool_calls(end.result.text);
+      if (!p.calls.empty()) {
+        called = true;
+        message["content"] = p.content.empty() ? json(nullptr) : json(p.content);
+        json calls = json::array();
+        for (size_t i = 0; i < p.calls.size(); ++i) calls.push_back(openai_tool_call(p.calls[i], i, false));
+        message["tool_calls"] = std::move(calls);
+      }
+    }
     json choice{{"index", 0}, {"message", message}, {"logprobs", nullptr},
-                {"finish_reason", finish_reason_name(end.result.finish)}};
+                {"finish_reason", finish_reason_json(end.result.finish, called)}};
     json out{{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
              {"system_fingerprint", "qvl"}, {"choices", json::array({choice})},
              {"usage", usage_json(end.result.timings)}, {"timings", timings_json(end)}};
@@ -96,13 +122,24 @@ void chat_completions(ApiContext& ctx, const http::Request& req, http::Response&
   const bool usage = r.include_usage;
   StreamFormat f;
   f.start = sse(chunk(id, created, model, json{{"role", "assistant"}, {"content", ""}}, nullptr, usage));
-  f.text = [=](std::string_view text) {
-    return sse(chunk(id, created, model, json{{"content", std::string(text)}}, nullptr, usage));
+  // With tools: prose streams as content, each call as one tool_calls delta once its block is complete.
+  auto calls = r.tool_calls ? std::make_shared<ToolCallStream>() : nullptr;
+  auto n_calls = std::make_shared<size_t>(0);
+  auto deltas = [=](const std::string& content) {
+    std::string out;
+    if (!content.empty()) out += sse(chunk(id, created, model, json{{"content", content}}, nullptr, usage));
+    if (calls)
+      for (const ParsedToolCall& c : calls->take_calls())
+        out += sse(chunk(id, created, model, json{{"tool_calls", json::array({openai_tool_call(c, (*n_calls)++, true)})}},
+                         nullptr, usage));
+    return out;
   };
+  f.text = [=](std::string_view text) { return deltas(calls ? calls->push(text) : std::string(text)); };
   f.done = [=](const JobUpdate& end) {
-    json last = chunk(id, created, model, json::object(), finish_reason_name(end.result.finish), usage);
+    std::string head = calls ? deltas(calls->finish()) : std::string();
+    json last = chunk(id, created, model, json::object(), finish_reason_json(end.result.finish, *n_calls > 0), usage);
     last["timings"] = timings_json(end);
-    std::string out = sse(last);
+    std::string out = head + sse(last);
     if (usage) {
       json u{{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
              {"system_fingerprint", "qvl"}, {"choices", json::array()}, {"usage", usage_json(end.result.timings)}};

@@ -134,6 +134,11 @@ Result<OllamaRequest> parse_ollama_chat(const json& body, const GenerateOptions&
   if (auto tools = body.find("tools"); tools != body.end()) {
     QVL_ASSIGN_OR_RETURN(r.options.chat.tools, chat_tools_from_json(*tools));
   }
+  bool required = false;
+  QVL_RETURN_IF_ERROR(read_tool_choice(body, r.options, r.tool_calls, required));
+  if (required && r.options.json && body.contains("format") && !body["format"].is_null() &&
+      !(body["format"].is_string() && body["format"].get<std::string>().empty()))
+    return Status::Error("format: a JSON format cannot be combined with a required tool call (tool_choice)");
   return r;
 }
 

@@ -20,6 +20,7 @@ struct OllamaRequest {
   std::vector<std::pair<std::string, std::string>> images;  // (base64, where), in prompt order
   GenerateOptions options;
   bool stream = true;  // Ollama streams unless told not to
+  bool tool_calls = false;  // /api/chat with tools: answers are read for <tool_call> blocks
 };
 
 // Reads a parsed /api/chat body (an object) over `defaults`; `empty` is set for a request without messages

@@ -76,6 +76,10 @@ Result<ChatCompletionRequest> parse_chat_completion(const json& body, const Gene
   if (auto tools = body.find("tools"); tools != body.end()) {
     QVL_ASSIGN_OR_RETURN(r.options.chat.tools, chat_tools_from_json(*tools));
   }
+  bool parallel = true;
+  QVL_RETURN_IF_ERROR(read_bool(body, "parallel_tool_calls", parallel));  // accepted; calls come as the model writes them
+  bool tool_required = false;
+  QVL_RETURN_IF_ERROR(read_tool_choice(body, r.options, r.tool_calls, tool_required));
 
   QVL_RETURN_IF_ERROR(read_bool(body, "stream", r.stream));
   if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
@@ -112,6 +116,8 @@ Result<ChatCompletionRequest> parse_chat_completion(const json& body, const Gene
   QVL_RETURN_IF_ERROR(read_bool(body, "logprobs", logprobs));
   if (logprobs) return Status::Error("logprobs: not supported; leave it out or set it to false");
   if (auto rf = body.find("response_format"); rf != body.end() && !rf->is_null()) {
+    if (tool_required && !type_of(*rf).empty() && type_of(*rf) != "text")
+      return Status::Error("response_format: a JSON format cannot be combined with a required tool call (tool_choice)");
     if (!rf->is_object()) return Status::Error("response_format: expected an object such as {\"type\": \"json_object\"}, got " + std::string(rf->type_name()));
     const std::string type = type_of(*rf);
     if (type == "json_object") {

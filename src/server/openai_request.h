@@ -20,6 +20,7 @@ struct ChatCompletionRequest {
   GenerateOptions options;
   bool stream = false;
   bool include_usage = false;
+  bool tool_calls = false;  // tools are offered (tool_choice other than none): answers are parsed for calls
 };
 
 // Reads a parsed body (an object) over `defaults`; an error names the field, what it expected and what it got.

@@ -73,3 +73,16 @@ def test_structured_output_validates_with_pydantic(client):
                         format=Item.model_json_schema(), options={"num_predict": 200, "seed": seed, "temperature": 1})
         assert r.done_reason == "stop"
         Item.model_validate_json(r.message.content)
+
+
+def test_tool_result_in_history(client):
+    # A conversation with the assistant's call and the tool's result, as the ollama package writes them.
+    messages = [{"role": "user", "content": "Weather in Paris?"},
+                {"role": "assistant", "content": "",
+                 "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+                {"role": "tool", "content": "21 C"}]
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "The weather.",
+                                               "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                              "required": ["city"]}}}]
+    r = client.chat(model="qwen3-vl", messages=messages, tools=tools, options={"num_predict": 6, "seed": 1})
+    assert r.done and isinstance(r.message.content, str)

@@ -1,5 +1,6 @@
 """The official `openai` Python package as a real client of `qvl serve`: models, chat with images (streaming
 and not), multi-turn, and errors raised as the right openai exceptions."""
+import json
 from typing import Literal
 
 import openai
@@ -118,6 +119,39 @@ def test_structured_output_validates_with_pydantic(client):
             model="qwen3-vl", messages=[{"role": "user", "content": "hi"}],
             response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "^a"}}})
     assert "pattern" in e.value.message
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 10},
+                                                     "unit": {"enum": ["celsius", "fahrenheit"]}},
+                   "required": ["city", "unit"], "additionalProperties": False}}}
+
+
+def test_tool_call_loop(client):
+    # The client asks for the call (the random-weight model would not make it by itself), runs the tool,
+    # sends the result back as a tool message and gets an answer.
+    messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+    r = client.chat.completions.create(model="qwen3-vl", messages=messages, tools=[WEATHER], max_tokens=200,
+                                       temperature=0, tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    call = choice.message.tool_calls[0]
+    assert call.type == "function" and call.function.name == "get_weather"
+    args = json.loads(call.function.arguments)
+    assert set(args) == {"city", "unit"} and args["unit"] in ("celsius", "fahrenheit")
+    messages.append(choice.message.model_dump(exclude_none=True))
+    messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temp_c": 21})})
+    answer = client.chat.completions.create(model="qwen3-vl", messages=messages, tools=[WEATHER], max_tokens=8,
+                                            tool_choice="none")
+    assert isinstance(answer.choices[0].message.content, str)
+    # Streamed: the call arrives as a tool_calls delta.
+    deltas = [c.choices[0].delta for c in client.chat.completions.create(
+        model="qwen3-vl", messages=messages[:1], tools=[WEATHER], max_tokens=200, temperature=0, stream=True,
+        tool_choice="required") if c.choices]
+    calls = [tc for d in deltas for tc in (d.tool_calls or [])]
+    assert len(calls) == 1 and calls[0].function.name == "get_weather"
+    json.loads(calls[0].function.arguments)
 
 
 def test_bad_request_raises_bad_request_error(client):
