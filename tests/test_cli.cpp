@@ -209,7 +209,7 @@ TEST(CliErrors, BadValueNamesTheOption) {
       {{"run", "-p", "hi"}, {"--model is required", "qvl run --help"}},
       {{"run", "-m", "DIR"}, {"--prompt is required"}},
       {{"quantize", "-m", "DIR"}, {"--out is required"}},
-      {{"tokenize", "-m", "DIR"}, {"TEXT is required"}},
+      {{"tokenize", "-m", "DIR", "a", "--chat", "c.json"}, {"TEXT excludes --chat"}},
       {{"tokenize", "-m", "DIR", "a", "b"}, {"unexpected argument 'b'"}},
       {{"serve", "--demo", "--port", "70000"}, {"--port", "[1, 65535]"}},
       {{"serve", "--demo", "--timeout", "-3"}, {"--timeout", "seconds"}},

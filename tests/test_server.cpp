@@ -90,6 +90,39 @@ TEST_F(ServerApi, OpenAIImagesAcrossTurns) {
   EXPECT_EQ(j["usage"]["completion_tokens"], 4);
 }
 
+// Images in system and assistant messages: the chat template does not show them, so they are dropped with
+// a warning naming the part, and the answer is the one without them (same prompt tokens, same text).
+TEST_F(ServerApi, ImagesTheTemplateDropsAreDroppedWithAWarning) {
+  start();
+  const json img = json{{"type", "image_url"}, {"image_url", json{{"url", data_uri("png_rgba8_33x17.png")}}}};
+  const json user = json{{"role", "user"}, {"content", json::array({img, json{{"type", "text"}, {"text", "And now?"}}})}};
+  json plain = json::array({json{{"role", "system"}, {"content", json::array({json{{"type", "text"}, {"text", "Be brief."}}})}},
+                            json{{"role", "assistant"}, {"content", "Earlier answer."}}, user});
+  json with = plain;
+  with[0]["content"].push_back(img);
+  with[1]["content"] = json::array({img, json{{"type", "text"}, {"text", "Earlier answer."}}});
+  Reply a = post("/v1/chat/completions", json{{"messages", plain}, {"max_tokens", 4}, {"temperature", 0}});
+  Reply b = post("/v1/chat/completions", json{{"messages", with}, {"max_tokens", 4}, {"temperature", 0}});
+  ASSERT_EQ(a.status, 200) << a.body;
+  ASSERT_EQ(b.status, 200) << b.body;
+  EXPECT_EQ(b.json_body()["usage"]["prompt_tokens"], a.json_body()["usage"]["prompt_tokens"]);
+  EXPECT_EQ(b.json_body()["choices"][0]["message"]["content"], a.json_body()["choices"][0]["message"]["content"]);
+  EXPECT_FALSE(a.json_body().contains("warnings"));
+  const json w = b.json_body()["warnings"];
+  ASSERT_EQ(w.size(), 2u) << b.body;
+  EXPECT_NE(w[0].get<std::string>().find("messages[0].content[1]"), std::string::npos) << w;
+  EXPECT_NE(w[1].get<std::string>().find("assistant"), std::string::npos) << w;
+  // Ollama: images on an assistant message.
+  const std::string b64 = image_base64("png_rgba8_33x17.png");
+  Reply o = post("/api/chat", json{{"stream", false}, {"options", json{{"num_predict", 2}}},
+                                   {"messages", json::array({json{{"role", "user"}, {"content", "hi"}, {"images", json::array({b64})}},
+                                                             json{{"role", "assistant"}, {"content", "x"}, {"images", json::array({b64, b64})}},
+                                                             json{{"role", "user"}, {"content", "again"}}})}});
+  ASSERT_EQ(o.status, 200) << o.body;
+  ASSERT_EQ(o.json_body()["warnings"].size(), 1u) << o.body;
+  EXPECT_NE(o.json_body()["warnings"][0].get<std::string>().find("messages[1].images: 2 image(s)"), std::string::npos) << o.body;
+}
+
 TEST_F(ServerApi, OpenAIStreamingMatchesNonStreaming) {
   start();
   const std::string whole = post("/v1/chat/completions", chat_body("Count to ten.", 12))

@@ -13,6 +13,7 @@ using Args = std::vector<std::string>;
 int cmd_tokenize(const Args& args);
 int cmd_preprocess(const Args& args);
 int cmd_run(const Args& args);
+int cmd_chat(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_serve(const Args& args);
 int cmd_quantize(const Args& args);

@@ -16,13 +16,18 @@ struct Command {
 };
 
 const Command kCommands[] = {
-    {"tokenize", qvl::cli::cmd_tokenize, "--model DIR [--json] [--special] TEXT\n      print token ids"},
+    {"tokenize", qvl::cli::cmd_tokenize,
+     "--model DIR [--json] [--special] [TEXT | --file F | --chat F.json [--prompt]]\n"
+     "      print token ids: of a text, of each line of a file or stdin, of a conversation's prompt"},
     {"preprocess", qvl::cli::cmd_preprocess,
      "--model DIR --image FILE [--min-pixels N] [--max-pixels N] [--out FILE.npy]\n"
      "      resize and patchify an image as the model sees it"},
     {"run", qvl::cli::cmd_run,
      "--model DIR [--image FILE ...] -p TEXT [-n N] [--temp T] [--seed S] [--dump DIR] ...\n"
      "      answer a prompt about images, streamed to stdout"},
+    {"chat", qvl::cli::cmd_chat,
+     "--model DIR [--image FILE ...] [--system TEXT] [-n N] [--temp T] ...\n"
+     "      a conversation in the terminal (/image PATH attaches a picture, Ctrl-C stops an answer)"},
     {"serve", qvl::cli::cmd_serve,
      "--model DIR|HUB_ID | --demo [--host H] [--port N] [--parallel N] ...\n"
      "      OpenAI/Ollama-compatible HTTP server and web page (docs/API.md)"},

@@ -18,8 +18,10 @@ Result<std::vector<int32_t>> build_prompt_ids(const Tokenizer& tokenizer, const 
     if (id == video_pad) return Status::Error("video input is not supported yet");
   }
   if (n_images != image_tokens.size())
-    return Status::Error("the conversation has " + std::to_string(n_images) + " image part(s) but " +
-                         std::to_string(image_tokens.size()) + " image(s) were given");
+    return Status::Error("the conversation shows " + std::to_string(n_images) + " image part(s) but " +
+                         std::to_string(image_tokens.size()) +
+                         " image(s) were given; the chat template shows the image parts of user and tool messages "
+                         "only (those of system and assistant messages are not images to give)");
   std::vector<int32_t> out;
   size_t total = ids.size();
   for (int n : image_tokens) total += static_cast<size_t>(n);

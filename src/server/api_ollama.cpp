@@ -108,6 +108,7 @@ void generate(ApiContext& ctx, const http::Request& req, http::Response& res, bo
     }
     j["done"] = true;
     add_stats(j, end);
+    if (!r.warnings.empty()) j["warnings"] = r.warnings;
     return send_json(res, 200, j);
   }
   StreamFormat f;
@@ -120,10 +121,11 @@ void generate(ApiContext& ctx, const http::Request& req, http::Response& res, bo
     return out;
   };
   f.text = [lines, calls](std::string_view text) { return lines(calls ? calls->push(text) : std::string(text)); };
-  f.done = [piece, calls, lines](const JobUpdate& end) {
+  f.done = [piece, calls, lines, warnings = r.warnings](const JobUpdate& end) {
     const std::string head = calls ? lines(calls->finish()) : std::string();
     json j = piece("");
     j["done"] = true;
+    if (!warnings.empty()) j["warnings"] = warnings;
     add_stats(j, end);
     return head + dump_json(j) + "\n";
   };

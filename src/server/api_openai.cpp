@@ -116,10 +116,12 @@ void chat_completions(ApiContext& ctx, const http::Request& req, http::Response&
     json out{{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
              {"system_fingerprint", "qvl"}, {"choices", json::array({choice})},
              {"usage", usage_json(end.result.timings)}, {"timings", timings_json(end)}};
+    if (!r.warnings.empty()) out["warnings"] = r.warnings;
     return send_json(res, 200, out);
   }
 
   const bool usage = r.include_usage;
+  const std::vector<std::string> warnings = r.warnings;
   StreamFormat f;
   f.start = sse(chunk(id, created, model, json{{"role", "assistant"}, {"content", ""}}, nullptr, usage));
   // With tools: prose streams as content, each call as one tool_calls delta once its block is complete.
@@ -139,6 +141,7 @@ void chat_completions(ApiContext& ctx, const http::Request& req, http::Response&
     std::string head = calls ? deltas(calls->finish()) : std::string();
     json last = chunk(id, created, model, json::object(), finish_reason_json(end.result.finish, *n_calls > 0), usage);
     last["timings"] = timings_json(end);
+    if (!warnings.empty()) last["warnings"] = warnings;
     std::string out = head + sse(last);
     if (usage) {
       json u{{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},

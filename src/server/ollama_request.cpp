@@ -90,7 +90,18 @@ Result<json> to_template_message(const json& m, const std::string& where, Ollama
   std::string content;
   QVL_RETURN_IF_ERROR(read_string(m, "content", content, where));
   size_t n_images = 0;
+  const size_t before = r.images.size();
   QVL_RETURN_IF_ERROR(read_images(m, where, r, n_images));
+  // Images of system and assistant messages are dropped, as the chat template drops them.
+  const bool shown = out["role"] == "user" || out["role"] == "tool";
+  if (n_images > 0 && !shown) {
+    r.images.resize(before);
+    r.warnings.push_back(where + ".images: " + std::to_string(n_images) + " image(s) in a " +
+                         (out["role"].is_string() ? out["role"].get<std::string>() : std::string("role-less")) +
+                         " message are not shown to the model (the chat template shows images in user and tool "
+                         "messages only); dropped");
+    n_images = 0;
+  }
   if (n_images == 0) {
     out["content"] = content;
   } else {

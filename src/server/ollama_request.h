@@ -21,6 +21,7 @@ struct OllamaRequest {
   GenerateOptions options;
   bool stream = true;  // Ollama streams unless told not to
   bool tool_calls = false;  // /api/chat with tools: answers are read for <tool_call> blocks
+  std::vector<std::string> warnings;  // what was accepted but ignored (images the template drops), for the response
 };
 
 // Reads a parsed /api/chat body (an object) over `defaults`; `empty` is set for a request without messages

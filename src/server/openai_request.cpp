@@ -31,10 +31,16 @@ Result<std::string> image_ref(const json& part, const std::string& where) {
 
 // Collects the image references in the order the chat template emits them and refuses what the model
 // cannot take (video, audio, files).
+// Images in system and assistant messages are dropped, as the chat template drops them (it shows images in
+// user and tool messages only), with a warning in the response.
 Status collect_images(const json& messages, ChatCompletionRequest& out) {
   for (size_t i = 0; i < messages.size(); ++i) {
     const json& content = messages[i].is_object() && messages[i].contains("content") ? messages[i]["content"] : json();
     if (!content.is_array()) continue;
+    const std::string role = messages[i].is_object() && messages[i].contains("role") && messages[i]["role"].is_string()
+                                 ? messages[i]["role"].get<std::string>()
+                                 : std::string();
+    const bool shown = role == "user" || role == "tool";
     for (size_t j = 0; j < content.size(); ++j) {
       const json& part = content[j];
       const std::string where = "messages[" + std::to_string(i) + "].content[" + std::to_string(j) + "]";
@@ -42,6 +48,11 @@ Status collect_images(const json& messages, ChatCompletionRequest& out) {
       const std::string type = type_of(part);
       // The same test, in the same order, as the chat template (and chat_messages_from_json).
       if (type == "image" || part.contains("image") || part.contains("image_url")) {
+        if (!shown) {
+          out.warnings.push_back(where + ": an image in a " + role + " message is not shown to the model (the chat "
+                                 "template shows images in user and tool messages only); it was dropped");
+          continue;
+        }
         QVL_ASSIGN_OR_RETURN(std::string ref, image_ref(part, where));
         out.images.emplace_back(std::move(ref), where + (part.contains("image_url") ? ".image_url" : ".image"));
       } else if (type == "video" || part.contains("video")) {

@@ -21,6 +21,7 @@ struct ChatCompletionRequest {
   bool stream = false;
   bool include_usage = false;
   bool tool_calls = false;  // tools are offered (tool_choice other than none): answers are parsed for calls
+  std::vector<std::string> warnings;  // what was accepted but ignored (images the template drops), for the response
 };
 
 // Reads a parsed body (an object) over `defaults`; an error names the field, what it expected and what it got.

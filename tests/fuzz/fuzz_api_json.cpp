@@ -13,10 +13,13 @@
 
 namespace {
 
+// The image parts the chat template shows (those of user and tool messages; it drops the others, and so
+// does the request parser, with a warning).
 size_t image_parts(const std::vector<qvl::ChatMessage>& messages) {
   size_t n = 0;
   for (const qvl::ChatMessage& m : messages) {
     QVL_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "tool");
+    if (m.role != "user" && m.role != "tool") continue;
     for (const qvl::ContentPart& p : m.content_parts) n += p.kind == qvl::ContentPart::Kind::kImage;
   }
   return n;

@@ -1,0 +1,204 @@
+// `qvl chat --model DIR [--image FILE ...] [--system TEXT] ...`: a conversation in the terminal, as people
+// know it from `ollama run` and `llama-cli`: each line is a user turn, the answer streams back, the
+// conversation goes on. `/image PATH` attaches a picture to the next turn; Ctrl-C stops the answer being
+// written (not the program); `/bye` or Ctrl-D ends. The encoded images and the conversation's KV cache are
+// kept between turns, so a follow-up question reads only its own tokens.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "cli/model_arg.h"
+#include "cli/options.h"
+#include "engine/session.h"
+#include "kernels/kernels.h"
+#include "util/cpu_budget.h"
+
+namespace qvl::cli {
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+void on_sigint(int) { g_interrupted.store(true); }
+
+constexpr const char* kHelp =
+    "  /image PATH   attach a picture (JPEG, PNG, WebP, GIF, BMP) to your next message\n"
+    "  /clear        forget the conversation (the system message stays)\n"
+    "  /bye          quit (also /exit, Ctrl-D)\n"
+    "  Ctrl-C        stop the answer being written\n";
+
+std::string trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t\r\n");
+  if (a == std::string::npos) return "";
+  return s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
+}
+
+}  // namespace
+
+int cmd_chat(const Args& args) {
+  CommandLine cli("chat", "A conversation in the terminal: type a message, the answer streams back. /image PATH "
+                          "attaches a picture, Ctrl-C stops an answer, /bye quits.");
+  std::string model_dir, system;
+  std::vector<std::string> image_paths;
+  int threads = default_threads();
+  bool pin = false;
+  GenerateOptions opts;
+  opts.max_tokens = 1024;
+  WeightTypes weight_types = default_weight_types();
+  SamplingArgs sampling;
+  add_model_option(cli, model_dir, ModelSpec::kDirectoryOrHubId)->required();
+  add_image_option(cli, image_paths);
+  cli.add_option("--system", system, "a system message before the conversation")->type_name("TEXT");
+  add_max_tokens_option(cli, opts.max_tokens);
+  add_sampling_options(cli, sampling);
+  add_thread_options(cli, threads, &pin);
+  add_weight_options(cli, weight_types);
+  add_context_options(cli, opts.context, opts.kv_type);
+  add_image_size_options(cli, opts.image.min_pixels, opts.image.max_pixels);
+  if (auto rc = cli.parse_args(args)) return *rc;
+  const std::string& cmd = cli.command();
+  {
+    auto dir = find_model_dir(cmd, model_dir);
+    if (!dir.ok()) return fail(cmd, dir.status().message());
+    model_dir = *dir;
+  }
+  std::vector<ImageRGB> pending;  // attached to the next user message
+  for (const std::string& path : image_paths) {
+    auto img = load_image_file(path);
+    if (!img.ok()) return fail(cmd, img.status().message());
+    pending.push_back(std::move(img).value());
+  }
+
+  const bool interactive = isatty(STDIN_FILENO);
+  std::fprintf(stderr, "loading %s ...\n", model_dir.c_str());
+  auto model = Model::load(model_dir, weight_types, threads);
+  if (!model.ok()) return fail(cmd, model.status().message());
+  auto defaults = SamplingParams::from_generation_config((*model)->generation());
+  if (!defaults.ok()) return fail(cmd, defaults.status().message());
+  opts.sampling = *defaults;
+  sampling.apply_to(opts.sampling);
+  ThreadPool pool(threads);
+  if (pin) {
+    auto cpus = pool.pin_to_cores();
+    if (!cpus.ok()) return fail(cmd, cpus.status().message());
+  }
+  // Ctrl-C sets a flag instead of ending the program; reads are not restarted, so it also wakes a prompt.
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGINT, &sa, nullptr);
+  std::fprintf(stderr, "%d threads, %s kernels. Type a message; /help for commands.\n", threads, kernels().name);
+
+  ImageCache image_cache(size_t{256} << 20);
+  PrefixCache prefix_cache(size_t{512} << 20);
+  std::vector<ChatMessage> messages;
+  std::vector<ImageRGB> images;  // every image of the conversation, in order
+  auto reset = [&] {
+    messages.clear();
+    images.clear();
+    if (!system.empty()) {
+      ChatMessage s;
+      s.role = "system";
+      s.content_string = system;
+      messages.push_back(s);
+    }
+  };
+  reset();
+
+  std::string line;
+  for (;;) {
+    if (interactive) {
+      std::fputs(pending.empty() ? ">>> " : ">>> (picture attached) ", stdout);
+      std::fflush(stdout);
+    }
+    g_interrupted.store(false);
+    if (!std::getline(std::cin, line)) {
+      if (g_interrupted.load() || errno == EINTR) {  // Ctrl-C at the prompt: a fresh prompt
+        std::cin.clear();
+        clearerr(stdin);
+        std::fputs("\n(Ctrl-C stops an answer; /bye or Ctrl-D quits)\n", stderr);
+        continue;
+      }
+      break;  // end of input
+    }
+    const std::string text = trim(line);
+    if (text.empty()) continue;
+    if (text == "/bye" || text == "/exit" || text == "/quit") break;
+    if (text == "/help" || text == "/?") {
+      std::fputs(kHelp, stderr);
+      continue;
+    }
+    if (text == "/clear") {
+      reset();
+      pending.clear();
+      std::fputs("(conversation cleared)\n", stderr);
+      continue;
+    }
+    if (text.rfind("/image", 0) == 0) {
+      const std::string path = trim(text.substr(6));
+      if (path.empty()) {
+        std::fputs("usage: /image PATH\n", stderr);
+        continue;
+      }
+      auto img = load_image_file(path);
+      if (!img.ok()) {
+        std::fprintf(stderr, "%s\n", img.status().message().c_str());
+        continue;
+      }
+      std::fprintf(stderr, "(attached %s, %dx%d)\n", path.c_str(), img->width, img->height);
+      pending.push_back(std::move(img).value());
+      continue;
+    }
+    if (text[0] == '/') {
+      std::fprintf(stderr, "unknown command %s; /help lists them\n", text.c_str());
+      continue;
+    }
+
+    const size_t attached = pending.size();
+    messages.push_back(user_message(attached, text));
+    for (ImageRGB& img : pending) images.push_back(std::move(img));
+    pending.clear();
+
+    Session session(**model, SessionCaches{&image_cache, &prefix_cache});
+    GenerateCallbacks cb;
+    cb.keep_going = [] { return !g_interrupted.load(); };
+    Status s = session.start(pool, messages, images, opts, cb);
+    if (!s.ok()) {  // a prompt over the context, a bad image: this turn is taken back
+      std::fprintf(stderr, "%s\n", s.message().c_str());
+      messages.pop_back();
+      images.resize(images.size() - attached);
+      continue;
+    }
+    while (!session.done()) {
+      if (g_interrupted.load()) session.cancel();
+      Session::Step step = session.step(pool);
+      if (!step.text.empty()) {
+        std::fwrite(step.text.data(), 1, step.text.size(), stdout);
+        std::fflush(stdout);
+      }
+    }
+    const GenerateResult& r = session.result();
+    std::fputs("\n", stdout);
+    std::fflush(stdout);
+    if (r.finish == FinishReason::kCancelled) std::fputs("(stopped)\n", stderr);
+    const GenerateTimings& t = r.timings;
+    if (interactive)
+      std::fprintf(stderr, "(%d tokens, %.1f tok/s; %d of %d prompt tokens cached)\n", t.generated_tokens,
+                   t.decode_ms > 0 ? t.generated_tokens * 1000.0 / t.decode_ms : 0.0, t.cached_tokens, t.prompt_tokens);
+    ChatMessage answer;
+    answer.role = "assistant";
+    answer.content_string = r.text;
+    messages.push_back(answer);
+  }
+  if (interactive) std::fputs("\n", stdout);
+  return 0;
+}
+
+}  // namespace qvl::cli
