@@ -123,6 +123,49 @@ TEST_F(ServerApi, ImagesTheTemplateDropsAreDroppedWithAWarning) {
   EXPECT_NE(o.json_body()["warnings"][0].get<std::string>().find("messages[1].images: 2 image(s)"), std::string::npos) << o.body;
 }
 
+// Per-image resolution in a message's image part: qwen-vl-utils' fields and OpenAI's detail, bounded by the
+// server's limit; the same bounds per image or server-wide give the same prompt and the same answer.
+TEST_F(ServerApi, PerImageResolution) {
+  server::ServerOptions o = test::test_options();
+  o.max_pixels = 160000;
+  start(o);
+  auto ask = [&](json extra_part, json extra_url) {
+    json url = json{{"url", data_uri("png_rgb8_448x448.png")}};
+    for (auto it = extra_url.begin(); it != extra_url.end(); ++it) url[it.key()] = it.value();
+    json part = json{{"type", "image_url"}, {"image_url", url}};
+    for (auto it = extra_part.begin(); it != extra_part.end(); ++it) part[it.key()] = it.value();
+    json msg = json{{"role", "user"}, {"content", json::array({part, json{{"type", "text"}, {"text", "What?"}}})}};
+    return post("/v1/chat/completions", json{{"messages", json::array({msg})}, {"max_tokens", 6}, {"temperature", 0}});
+  };
+  auto tokens = [](const Reply& r) { return r.json_body()["timings"]["image_tokens"].get<int>(); };
+  // 448² under the server's 160000-pixel limit: 384×384 (smart_resize), 144 tokens.
+  const Reply server_wide = ask(json::object(), json::object());
+  ASSERT_EQ(server_wide.status, 200) << server_wide.body;
+  EXPECT_EQ(tokens(server_wide), 144);
+  EXPECT_EQ(tokens(ask(json{{"resized_height", 64}, {"resized_width", 96}}, json::object())), 6);
+  EXPECT_EQ(tokens(ask(json::object(), json{{"resized_height", 100}, {"resized_width", 130}})), 12);  // 96 × 128
+  EXPECT_EQ(tokens(ask(json::object(), json{{"detail", "low"}})), 64);   // the model's min_pixels: 256²
+  EXPECT_EQ(tokens(ask(json::object(), json{{"detail", "high"}})), 144);
+  EXPECT_EQ(tokens(ask(json{{"max_pixels", 100000}}, json::object())), 81);  // 288²
+  EXPECT_EQ(tokens(ask(json{{"max_pixels", 10000000}}, json::object())), 144) << "bounded by the server";
+  EXPECT_EQ(tokens(ask(json{{"min_pixels", 10000000}}, json::object())), 144) << "bounded by the server";
+  EXPECT_EQ(tokens(ask(json{{"resized_height", 4000}, {"resized_width", 4000}}, json::object())), 144) << "bounded";
+  const Reply bad = ask(json{{"resized_height", 64}}, json::object());
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("resized_width"), std::string::npos) << bad.body;
+  EXPECT_EQ(ask(json::object(), json{{"detail", "ultra"}}).status, 400);
+  EXPECT_EQ(ask(json{{"max_pixels", -5}}, json::object()).status, 400);
+  // Per image = server-wide: a server limited to 100000 pixels answers a plain request as this one did.
+  const Reply per_image = ask(json{{"max_pixels", 100000}}, json::object());
+  server_.reset();
+  o.max_pixels = 100000;
+  start(o);
+  const Reply global = ask(json::object(), json::object());
+  EXPECT_EQ(tokens(global), tokens(per_image));
+  EXPECT_EQ(global.json_body()["usage"]["prompt_tokens"], per_image.json_body()["usage"]["prompt_tokens"]);
+  EXPECT_EQ(global.json_body()["choices"][0]["message"]["content"], per_image.json_body()["choices"][0]["message"]["content"]);
+}
+
 TEST_F(ServerApi, OpenAIStreamingMatchesNonStreaming) {
   start();
   const std::string whole = post("/v1/chat/completions", chat_body("Count to ten.", 12))

@@ -3,6 +3,8 @@
 
 #include "engine/session.h"
 
+#include <algorithm>
+
 namespace qvl {
 
 const char* finish_reason_name(FinishReason r) {
@@ -12,6 +14,25 @@ const char* finish_reason_name(FinishReason r) {
     case FinishReason::kCancelled: return "cancelled";
   }
   return "?";
+}
+
+PreprocessOptions image_options(const GenerateOptions& options, size_t k, const ImageProcessorConfig& config) {
+  const int64_t gmax = options.image.max_pixels > 0 ? options.image.max_pixels : config.max_pixels;
+  const int64_t gmin = std::min(options.image.min_pixels > 0 ? options.image.min_pixels : config.min_pixels, gmax);
+  PreprocessOptions out;
+  out.min_pixels = gmin;
+  out.max_pixels = gmax;
+  if (k >= options.per_image.size()) return out;
+  const PreprocessOptions& p = options.per_image[k];
+  if (p.max_pixels == 0) {  // detail "low"
+    out.max_pixels = gmin;
+  } else if (p.max_pixels > 0) {
+    out.max_pixels = std::min(p.max_pixels, gmax);
+  }
+  out.min_pixels = std::min(p.min_pixels > 0 ? p.min_pixels : gmin, out.max_pixels);
+  out.resized_height = p.resized_height;
+  out.resized_width = p.resized_width;
+  return out;
 }
 
 Result<GenerateResult> generate(const Model& model, ThreadPool& pool, const std::vector<ChatMessage>& messages,

@@ -29,11 +29,19 @@ struct GenerateOptions {
   int64_t prefill_chunk = 512;          // the prompt is read this many tokens at a time (activation memory)
   ChatOptions chat;                     // add_generation_prompt, add_vision_id, tools
   PreprocessOptions image;              // min/max pixels
+  // Image k's own sizes (a request's per-image min_pixels, max_pixels, resized_height/width, detail):
+  // per_image[k] where given, within options.image's bounds (image_options()).
+  std::vector<PreprocessOptions> per_image;
   // Structured output: the answer is JSON this grammar accepts (constrained decoding); null: free text.
   // The text around it, forced token by token (a tool call's "<tool_call>\n" and "\n</tool_call>").
   std::shared_ptr<const JsonGrammar> json;
   std::string json_prefix, json_suffix;
 };
+
+// The preprocessing of image k: per_image[k] over `image`, bounded by it: max_pixels at most the global
+// maximum (the server's or the model's), min_pixels at most that; a per-image min_pixels < 0 with
+// max_pixels == 0 means OpenAI's detail "low": the smallest budget, the global minimum.
+PreprocessOptions image_options(const GenerateOptions& options, size_t k, const ImageProcessorConfig& config);
 
 // Makes the answer one tool call of the Qwen3 chat format, <tool_call>\n{"name": ..., "arguments": {...}}
 // \n</tool_call>: of the tool `name` (its parameters' schema enforced where json_grammar.h supports it,

@@ -25,6 +25,8 @@ ImageKey image_key(const ImageRGB& image, const ImageProcessorConfig& config, co
   add_value(ctx.get(), static_cast<int64_t>(image.height));
   add_value(ctx.get(), options.min_pixels > 0 ? options.min_pixels : config.min_pixels);
   add_value(ctx.get(), options.max_pixels > 0 ? options.max_pixels : config.max_pixels);
+  add_value(ctx.get(), options.resized_height > 0 ? options.resized_height : int64_t{-1});
+  add_value(ctx.get(), options.resized_width > 0 ? options.resized_width : int64_t{-1});
   add_value(ctx.get(), static_cast<int64_t>(config.patch_size));
   add_value(ctx.get(), static_cast<int64_t>(config.temporal_patch_size));
   add_value(ctx.get(), static_cast<int64_t>(config.merge_size));

@@ -67,14 +67,14 @@ Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vec
   std::vector<GridTHW> grids;
   for (size_t k = 0; k < images.size(); ++k) {
     ImageSlot& im = images_[k];
-    im.key = image_key(images[k], ipc, options.image);
+    im.key = image_key(images[k], ipc, image_options(options, k, ipc));
     if (caches_.images) im.encoded = caches_.images->find(im.key);
     GridTHW g;
     if (im.encoded) {
       g = {im.encoded->grid_t, im.encoded->grid_h, im.encoded->grid_w};
       ++tm.cached_images;
     } else {
-      auto size = preprocess_size(images[k], ipc, options.image);
+      auto size = preprocess_size(images[k], ipc, image_options(options, k, ipc));
       if (!size.ok()) return size.status().with_context("image " + std::to_string(k + 1));
       g = {1, size->height / ipc.patch_size, size->width / ipc.patch_size};
     }
@@ -136,7 +136,7 @@ Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vec
       if (images_[e].key == im.key && images_[e].pixels) im.pixels = images_[e].pixels;
     if (im.pixels) continue;
     const double t0 = now_ms();
-    auto p = preprocess_image(images[k], ipc, options.image);
+    auto p = preprocess_image(images[k], ipc, image_options(options, k, ipc));
     tm.preprocess_ms += now_ms() - t0;
     if (!p.ok()) return p.status().with_context("image " + std::to_string(k + 1));
     QVL_CHECK(static_cast<int64_t>(p->num_tokens()) == im.n_tokens);

@@ -223,6 +223,14 @@ Result<ResizedSize> preprocess_size(const ImageRGB& image, const ImageProcessorC
   const int64_t max_px = options.max_pixels > 0 ? options.max_pixels : config.max_pixels;
   if (min_px > max_px)
     return Status::Error("min_pixels " + std::to_string(min_px) + " is larger than max_pixels " + std::to_string(max_px));
+  if ((options.resized_height > 0) != (options.resized_width > 0))
+    return Status::Error("resized_height and resized_width go together; got only one");
+  // qwen-vl-utils: smart_resize of the size asked for, with its own floor of 4 tokens' pixels instead of the
+  // processor's min_pixels (its images then go to the processor with do_resize=False); max_pixels bounds it.
+  if (options.resized_height > 0) {
+    const int64_t floor_px = std::min<int64_t>(int64_t{4} * config.factor() * config.factor(), max_px);
+    return smart_resize(options.resized_height, options.resized_width, config.factor(), floor_px, max_px);
+  }
   return smart_resize(image.height, image.width, config.factor(), min_px, max_px);
 }
 

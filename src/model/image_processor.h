@@ -59,6 +59,10 @@ struct PreprocessedImage {
 struct PreprocessOptions {
   int64_t min_pixels = -1;  // -1: the config's value
   int64_t max_pixels = -1;
+  // An exact size asked for (qwen-vl-utils' resized_height / resized_width): smart_resize of this size
+  // instead of the image's own, at most max_pixels and at least 4 tokens' pixels (qwen-vl-utils' floor, not
+  // min_pixels). -1: the image's size.
+  int64_t resized_height = -1, resized_width = -1;
 };
 
 Result<PreprocessedImage> preprocess_image(const ImageRGB& image, const ImageProcessorConfig& config,

@@ -31,6 +31,33 @@ Result<std::string> image_ref(const json& part, const std::string& where) {
 
 // Collects the image references in the order the chat template emits them and refuses what the model
 // cannot take (video, audio, files).
+// An image part's own size (qwen-vl-utils' fields on the part, or inside image_url; OpenAI's detail):
+// min_pixels, max_pixels, resized_height + resized_width (positive integers), detail low | high | auto
+// (low: the smallest budget, marked max_pixels = 0 for image_options()).
+Result<PreprocessOptions> image_size_fields(const json& part, const std::string& where) {
+  PreprocessOptions o;
+  for (const json* obj : {&part, part.contains("image_url") && part["image_url"].is_object() ? &part["image_url"] : nullptr}) {
+    if (!obj) continue;
+    const std::string w = obj == &part ? where : where + ".image_url";
+    for (auto [key, field] : {std::pair<const char*, int64_t*>{"min_pixels", &o.min_pixels}, {"max_pixels", &o.max_pixels},
+                              {"resized_height", &o.resized_height}, {"resized_width", &o.resized_width}}) {
+      int64_t v = *field;
+      QVL_RETURN_IF_ERROR(read_int(*obj, key, v, w));
+      if (v != *field && (v < 1 || v > (int64_t{1} << 32)))
+        return Status::Error(w + "." + key + ": expected a positive number of pixels, got " + std::to_string(v));
+      *field = v;
+    }
+    std::string detail;
+    QVL_RETURN_IF_ERROR(read_string(*obj, "detail", detail, w));
+    if (!detail.empty() && detail != "low" && detail != "high" && detail != "auto")
+      return Status::Error(w + ".detail: expected low, high or auto, got '" + detail + "'");
+    if (detail == "low") o.max_pixels = 0;
+  }
+  if ((o.resized_height > 0) != (o.resized_width > 0))
+    return Status::Error(where + ": resized_height and resized_width go together; got only one");
+  return o;
+}
+
 // Images in system and assistant messages are dropped, as the chat template drops them (it shows images in
 // user and tool messages only), with a warning in the response.
 Status collect_images(const json& messages, ChatCompletionRequest& out) {
@@ -55,6 +82,8 @@ Status collect_images(const json& messages, ChatCompletionRequest& out) {
         }
         QVL_ASSIGN_OR_RETURN(std::string ref, image_ref(part, where));
         out.images.emplace_back(std::move(ref), where + (part.contains("image_url") ? ".image_url" : ".image"));
+        QVL_ASSIGN_OR_RETURN(PreprocessOptions size, image_size_fields(part, where));
+        out.options.per_image.push_back(size);
       } else if (type == "video" || part.contains("video")) {
         return Status::Error(where + ": video input is not supported; send frames as images");
       } else if (!type.empty() && type != "text") {
