@@ -77,6 +77,8 @@ TEST(ImageDecode, DetectsFormatsFromMagicBytes) {
   EXPECT_EQ(detect("images/webp_lossy_33x17.webp"), ImageFormat::kWebp);
   EXPECT_EQ(detect("images/gif_static_64x48.gif"), ImageFormat::kGif);
   EXPECT_EQ(detect("images/bmp24_33x17.bmp"), ImageFormat::kBmp);
+  EXPECT_EQ(detect("images/ppm_p6_33x17.ppm"), ImageFormat::kNetpbm);
+  EXPECT_EQ(detect("images/pbm_p1_plain_13x6.pbm"), ImageFormat::kNetpbm);
   EXPECT_EQ(detect("images/bad/text.txt"), ImageFormat::kUnknown);
   EXPECT_EQ(detect("images/bad/empty.bin"), ImageFormat::kUnknown);
   EXPECT_STREQ(image_format_name(ImageFormat::kWebp), "WebP");

@@ -28,7 +28,7 @@ std::atomic<bool> g_interrupted{false};
 void on_sigint(int) { g_interrupted.store(true); }
 
 constexpr const char* kHelp =
-    "  /image PATH   attach a picture (JPEG, PNG, WebP, GIF, BMP) to your next message\n"
+    "  /image PATH   attach a picture (JPEG, PNG, WebP, GIF, BMP, PPM) to your next message\n"
     "  /clear        forget the conversation (the system message stays)\n"
     "  /bye          quit (also /exit, Ctrl-D)\n"
     "  Ctrl-C        stop the answer being written\n";

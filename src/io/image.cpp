@@ -32,6 +32,7 @@
 //     density, and otherwise refuses the image.
 //   - Lossless JPEG (SOF3): Debian's libjpeg-turbo 2.1 cannot decode it; Pillow's 3.x can.
 #include "io/image.h"
+#include "io/netpbm.h"
 
 #include <algorithm>
 #include <csetjmp>
@@ -1248,6 +1249,7 @@ const char* image_format_name(ImageFormat f) {
     case ImageFormat::kWebp: return "WebP";
     case ImageFormat::kGif: return "GIF";
     case ImageFormat::kBmp: return "BMP";
+    case ImageFormat::kNetpbm: return "Netpbm";
     case ImageFormat::kUnknown: break;
   }
   return "unknown";
@@ -1263,11 +1265,12 @@ ImageFormat detect_image_format(std::span<const uint8_t> b) {
   if (starts("RIFF", 4) && starts("WEBP", 4, 8) && (starts("VP8 ", 4, 12) || starts("VP8L", 4, 12) || starts("VP8X", 4, 12)))
     return ImageFormat::kWebp;
   if (starts("BM", 2)) return ImageFormat::kBmp;
+  if (is_netpbm(b)) return ImageFormat::kNetpbm;
   return ImageFormat::kUnknown;
 }
 
 Result<ImageRGB> decode_image(std::span<const uint8_t> bytes, const ImageDecodeLimits& limits) {
-  if (bytes.empty()) return Status::Error("empty image data (0 bytes), expected a JPEG, PNG, WebP, GIF or BMP file");
+  if (bytes.empty()) return Status::Error("empty image data (0 bytes), expected a JPEG, PNG, WebP, GIF, BMP or Netpbm file");
   Result<Decoded> r = Status::Error("unreachable");
   switch (detect_image_format(bytes)) {
     case ImageFormat::kJpeg: r = decode_jpeg(bytes, limits); break;
@@ -1275,6 +1278,11 @@ Result<ImageRGB> decode_image(std::span<const uint8_t> bytes, const ImageDecodeL
     case ImageFormat::kWebp: r = decode_webp(bytes, limits); break;
     case ImageFormat::kGif: r = decode_gif(bytes, limits); break;
     case ImageFormat::kBmp: r = decode_bmp(bytes, limits); break;
+    case ImageFormat::kNetpbm: {
+      auto img = decode_netpbm(bytes, limits, [&](uint64_t w, uint64_t h) { return check_size("Netpbm", w, h, limits); });
+      if (!img.ok()) return img.status();
+      return img;  // no metadata, no orientation
+    }
     case ImageFormat::kUnknown: {
       std::string head;
       char buf[4];
@@ -1283,7 +1291,7 @@ Result<ImageRGB> decode_image(std::span<const uint8_t> bytes, const ImageDecodeL
         head += (i ? " " : "") + std::string(buf);
       }
       return Status::Error("unknown image format: the data starts with " + head +
-                           ", expected a JPEG, PNG, WebP, GIF or BMP file");
+                           ", expected a JPEG, PNG, WebP, GIF, BMP or Netpbm (PBM/PGM/PPM) file");
     }
   }
   if (!r.ok()) return r.status();

@@ -617,6 +617,44 @@ def main():
     wb("bmp_rle4_21x9.bmp", bmp_file(21, 9, 4, None, palette=palette_of(16, 139), compression=2,
                                      raw_pixels=rle4_encode(idx)))
 
+    # ---------------- Netpbm (PBM, PGM, PPM; own writer: plain and raw, odd maxvals, comments)
+    def pnm(magic, w, h, maxval, body, header_extra=b""):
+        head = b"%s\n%s%d %d\n" % (magic, header_extra, w, h)
+        return head + (b"%d\n" % maxval if maxval else b"") + body
+
+    rgb = photo(33, 17, 160)
+    wb("ppm_p6_33x17.ppm", pnm(b"P6", 33, 17, 255, rgb.tobytes()))
+    gray = photo(27, 13, 161, 1)[:, :, 0]
+    wb("pgm_p5_27x13.pgm", pnm(b"P5", 27, 13, 255, gray.tobytes(), header_extra=b"# written by make_images.py\n"))
+    bits = photo(29, 11, 162, 1)[:, :, 0] > 128
+    wb("pbm_p4_29x11.pbm", pnm(b"P4", 29, 11, 0, b"".join(np.packbits(r).tobytes() for r in bits)))
+    rng = np.random.default_rng(163)
+    v = rng.integers(0, 1001, (9, 20, 3))
+    wb("ppm_p6_maxval1000_20x9.ppm", pnm(b"P6", 20, 9, 1000, v.astype(">u2").tobytes()))
+    v = rng.integers(0, 600, (7, 19))  # 16-bit gray: Pillow keeps 0..65535 (mode I), convert('RGB') clips
+    wb("pgm_p5_maxval65535_19x7.pgm", pnm(b"P5", 19, 7, 65535, v.astype(">u2").tobytes()))
+    v = rng.integers(0, 4001, (6, 17))
+    wb("pgm_p5_maxval4000_17x6.pgm", pnm(b"P5", 17, 6, 4000, v.astype(">u2").tobytes()))
+    v = np.arange(0, 16 * 8).reshape(8, 16) % 16  # every value of maxval 15, halves rounded to even
+    wb("pgm_p5_maxval15_16x8.pgm", pnm(b"P5", 16, 8, 15, v.astype("u1").tobytes()))
+    v = rng.integers(0, 201, (5, 11, 3))
+    toks = [str(int(x)) for x in v.reshape(-1)]
+    toks[0] = "+" + toks[0]                 # Python int() takes a sign ...
+    toks[5] = toks[5][:1] + "_" + toks[5][1:] if len(toks[5]) > 1 else toks[5]  # ... and '_' between digits
+    lines = [" ".join(toks[i:i + 7]) for i in range(0, len(toks), 7)]
+    body = ("\t\r\n".join(lines)).encode()
+    body = body.replace(b" ", b" # a comment between samples\n", 1)
+    glued = toks[9]  # a comment inside a sample glues its halves
+    if len(glued) > 1:
+        body = body.replace((" " + glued + " ").encode(), (" " + glued[:1] + "#x\r" + glued[1:] + " ").encode(), 1)
+    wb("ppm_p3_plain_comments_11x5.ppm", b"P3\n# size next\n1#c\n1 5 200\n" + body + b"\n")
+    bits = photo(13, 6, 164, 1)[:, :, 0] > 120
+    rows = ["".join("1" if b else "0" for b in r) for r in bits]
+    body = (rows[0] + "\n" + " ".join(rows[1]) + "\n# comment\n" + "\n".join(rows[2:])).encode()
+    wb("pbm_p1_plain_13x6.pbm", pnm(b"P1", 13, 6, 0, body))
+    v = rng.integers(0, 1024, (4, 9))
+    wb("pgm_p2_plain_maxval1023_9x4.pgm", pnm(b"P2", 9, 4, 1023, "\n".join(" ".join(str(int(x)) for x in r) for r in v).encode()))
+
     # ---------------- Bad files
     def bad(name, data):
         with open(os.path.join(BAD, name), "wb") as f:
@@ -653,6 +691,16 @@ def main():
     bad("gif_no_frames.gif", b"GIF89a" + struct.pack("<HHBBB", 10, 10, 0x80, 0, 0) + b"\0" * 6 + b"\x3b")
     bad("jpeg_header_only.jpg", b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00")
     bad("png_signature_only.png", b"\x89PNG\r\n\x1a\n")
+    bad("ppm_maxval0.ppm", b"P6\n2 2\n0\n" + b"\0" * 12)
+    bad("ppm_maxval65536.ppm", b"P6\n2 2\n65536\n" + b"\0" * 24)
+    bad("ppm_plain_sample_over_maxval.ppm", b"P3\n2 1\n100\n1 2 3 4 5 101\n")
+    bad("ppm_plain_negative_sample.ppm", b"P3\n2 1\n100\n1 2 3 4 5 -1\n")
+    bad("pbm_plain_bad_token.pbm", b"P1\n3 1\n0 1 2\n")
+    bad("pgm_token_too_long.pgm", b"P5\n000000000002 2\n255\n" + b"\0" * 4)
+    bad("pgm_plain_not_a_number.pgm", b"P2\n2 1\n255\n1 x\n")
+    bad("ppm_raw_truncated.ppm", b"P6\n4 4\n255\n" + b"\x80" * 47)
+    bad("ppm_bomb_100000x100000.ppm", b"P6\n100000 100000\n255\n" + b"\0" * 30)
+    bad("pam_p7.pam", b"P7\nWIDTH 1\nHEIGHT 1\nDEPTH 3\nMAXVAL 255\nTUPLTYPE RGB\nENDHDR\n\0\0\0")
     pc = bytearray(read("png_gray8_1000x5.png"))
     pc[8 + 8 + 13] ^= 0xFF  # corrupt the IHDR CRC
     bad("png_bad_ihdr_crc.png", bytes(pc))
