@@ -271,6 +271,85 @@ def test_markdown_formatting(driver, server):
     assert "pre" in r["tags"] and "x = 1" in r["text"]
 
 
+GROUNDED_ANSWER = ('Here they are:\n```json\n[\n  {"bbox_2d": [100, 200, 500, 600], "label": "cat <img src=x onerror=window.__pwned=1>"},\n'
+                   '  {"bbox_2d": [900, 950, 700, 800], "label": "ball"},\n  {"point_2d": [750, 250], "label": "eye"}\n]\n```')
+
+
+def test_grounding_boxes_are_drawn_on_the_image_and_toggle(driver, server):
+    # A canned answer with Qwen3-VL boxes (0-1000 coordinates) and a point, drawn over a 400x200 image.
+    if not driver.current_url.startswith(server.url):
+        open_page(driver, server.url)
+    buf = io.BytesIO()
+    Image.new("RGB", (400, 200), "white").save(buf, "PNG")
+    url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    r = driver.execute_async_script("""
+        const [text, url, done] = arguments;
+        const items = window.qvl.parseGrounding(text);
+        const msg = document.createElement('div');
+        msg.className = 'msg assistant';
+        const stats = document.createElement('div');
+        stats.className = 'stats';
+        msg.append(stats);
+        document.getElementById('messages').append(msg);
+        const fig = window.qvl.renderGrounding(msg, items, url);
+        const img = fig.querySelector('img');
+        const measure = () => {
+          const ir = img.getBoundingClientRect();
+          const marks = [...fig.querySelectorAll('.mark')].map((m) => {
+            const r = m.getBoundingClientRect();
+            return {cls: m.className, x: (r.left - ir.left) / ir.width, y: (r.top - ir.top) / ir.height,
+                    w: r.width / ir.width, h: r.height / ir.height, label: m.textContent,
+                    shown: getComputedStyle(m).display !== 'none'};
+          });
+          return {items, marks, width: ir.width, height: ir.height, html: fig.innerHTML};
+        };
+        const finish = () => {
+          const before = measure();
+          fig.querySelector('.toggle-marks').click();
+          const hidden = measure();
+          fig.querySelector('.toggle-marks').click();
+          done({before, hidden, again: measure(), button: fig.querySelector('.toggle-marks').textContent});
+        };
+        if (img.complete) finish(); else img.onload = finish;
+    """, GROUNDED_ANSWER, url)
+    items, marks = r["before"]["items"], r["before"]["marks"]
+    assert [i["kind"] for i in items] == ["box", "box", "point"]
+    assert items[1] == {"kind": "box", "x1": 700, "y1": 800, "x2": 900, "y2": 950, "label": "ball"}  # corners sorted
+    assert r["before"]["width"] > 100 and abs(r["before"]["width"] / r["before"]["height"] - 2) < 0.02
+    box = marks[0]
+    assert "box" in box["cls"] and box["shown"]
+    for got, want in ((box["x"], 0.1), (box["y"], 0.2), (box["w"], 0.4), (box["h"], 0.4)):
+        assert abs(got - want) < 0.02, (box, want)
+    point = marks[2]
+    assert "point" in point["cls"] and abs(point["x"] + point["w"] / 2 - 0.75) < 0.02 and abs(point["y"] + point["h"] / 2 - 0.25) < 0.03
+    assert [m["label"] for m in marks] == ["cat <img src=x onerror=window.__pwned=1>", "ball", "eye"]
+    assert "<img src=x" not in r["before"]["html"]  # the label is text, escaped
+    assert not any(m["shown"] for m in r["hidden"]["marks"]) and all(m["shown"] for m in r["again"]["marks"])
+    assert r["button"] == "Hide boxes"
+    assert driver.execute_script("return window.__pwned") is None
+    assert driver.execute_script("return window.qvl.parseGrounding('no boxes here, [1, 2]').length") == 0
+
+
+def test_draw_boxes_tool_marks_a_copy_of_the_image(tmp_path):
+    import subprocess
+    import sys
+    src = tmp_path / "in.png"
+    Image.new("RGB", (200, 100), "white").save(src)
+    answer = tmp_path / "answer.txt"
+    answer.write_text(GROUNDED_ANSWER)
+    out = tmp_path / "out.png"
+    tool = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "draw_boxes.py")
+    p = subprocess.run([sys.executable, tool, str(src), str(answer), str(out)], capture_output=True, text=True, check=True)
+    assert "3 mark(s)" in p.stdout
+    img = Image.open(out).convert("RGB")
+    assert img.size == (200, 100)
+    assert img.getpixel((20, 45)) != (255, 255, 255)  # the first box's left edge: x = 100/1000 * 200
+    assert img.getpixel((60, 45)) == (255, 255, 255)  # inside it
+    assert img.getpixel((99, 45)) != (255, 255, 255)  # its right edge: x = 500/1000 * 200
+    assert img.getpixel((150, 25)) != (255, 255, 255)  # the point at (750, 250)
+    assert Image.open(src).convert("RGB").getpixel((20, 45)) == (255, 255, 255)  # the original is untouched
+
+
 def test_error_messages_for_missing_key_bad_image_and_busy(driver):
     with run_server("--queue", "0", "--parallel", "1", api_key="page-key") as s:
         open_page(driver, s.url)

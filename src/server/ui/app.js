@@ -188,6 +188,7 @@ const state = {
   controller: null,       // AbortController of the request in flight
   notice: '', noticeTimer: 0,
   objectUrls: [],         // thumbnails shown in the conversation, released on New chat
+  lastImage: null,        // the data URL of the latest image sent: the one boxes in answers refer to
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -532,6 +533,88 @@ async function readEvents(res, onEvent) {
   }
 }
 
+// Qwen3-VL's grounding: JSON in the answer (often in a ```json block) with "bbox_2d": [x1, y1, x2, y2] or
+// "point_2d": [x, y], in the model's 0-1000 coordinates of the image, and usually a "label".
+function parseGrounding(text) {
+  const candidates = [];
+  for (const m of text.matchAll(/```(?:json)?\s*\n([\s\S]*?)(?:```|$)/g)) candidates.push(m[1]);
+  const first = text.search(/[[{]/), last = Math.max(text.lastIndexOf(']'), text.lastIndexOf('}'));
+  if (first >= 0 && last > first) candidates.push(text.slice(first, last + 1));
+  const items = [];
+  const num = (v) => typeof v === 'number' && Number.isFinite(v);
+  const clamp = (v) => Math.min(1000, Math.max(0, v));
+  const visit = (v, depth) => {
+    if (depth > 8 || v === null || typeof v !== 'object') return;
+    if (Array.isArray(v)) { for (const x of v) visit(x, depth + 1); return; }
+    const label = typeof v.label === 'string' ? v.label : '';
+    const b = v.bbox_2d, p = v.point_2d;
+    if (Array.isArray(b) && b.length === 4 && b.every(num)) {
+      items.push({ kind: 'box', x1: clamp(Math.min(b[0], b[2])), y1: clamp(Math.min(b[1], b[3])),
+                   x2: clamp(Math.max(b[0], b[2])), y2: clamp(Math.max(b[1], b[3])), label });
+    } else if (Array.isArray(p) && p.length === 2 && p.every(num)) {
+      items.push({ kind: 'point', x: clamp(p[0]), y: clamp(p[1]), label });
+    } else {
+      for (const x of Object.values(v)) visit(x, depth + 1);
+    }
+  };
+  for (const c of candidates) {
+    let parsed;
+    try { parsed = JSON.parse(c); } catch (e) { continue; }
+    visit(parsed, 0);
+    if (items.length) break;
+  }
+  return items.slice(0, 200);
+}
+
+const MARK_COLOURS = ['#e6194b', '#3cb44b', '#4363d8', '#f58231', '#911eb4', '#42d4f4', '#f032e6', '#9a6324'];
+
+// Draws the boxes and points over the image they refer to, below the answer, with a button to hide them.
+function renderGrounding(msg, items, imageUrl) {
+  const fig = document.createElement('figure');
+  fig.className = 'grounding';
+  const frame = document.createElement('div');
+  frame.className = 'frame';
+  const img = document.createElement('img');
+  img.src = imageUrl;
+  img.alt = 'The image the answer refers to, with its boxes';
+  frame.append(img);
+  items.forEach((it, i) => {
+    const mark = document.createElement('div');
+    mark.className = it.kind === 'box' ? 'mark box' : 'mark point';
+    const colour = MARK_COLOURS[i % MARK_COLOURS.length];
+    if (it.kind === 'box') {
+      Object.assign(mark.style, { left: it.x1 / 10 + '%', top: it.y1 / 10 + '%', width: (it.x2 - it.x1) / 10 + '%',
+                                  height: (it.y2 - it.y1) / 10 + '%', borderColor: colour });
+    } else {
+      Object.assign(mark.style, { left: it.x / 10 + '%', top: it.y / 10 + '%', background: colour });
+    }
+    if (it.label) {
+      const label = document.createElement('span');
+      label.className = 'label';
+      label.textContent = it.label;  // the model's text, never markup
+      label.style.background = colour;
+      mark.append(label);
+    }
+    frame.append(mark);
+  });
+  const toggle = document.createElement('button');
+  toggle.type = 'button';
+  toggle.className = 'toggle-marks';
+  toggle.textContent = 'Hide boxes';
+  toggle.setAttribute('aria-pressed', 'true');
+  toggle.addEventListener('click', () => {
+    const hidden = fig.classList.toggle('marks-hidden');
+    toggle.textContent = hidden ? 'Show boxes' : 'Hide boxes';
+    toggle.setAttribute('aria-pressed', hidden ? 'false' : 'true');
+  });
+  const caption = document.createElement('figcaption');
+  caption.append(toggle);
+  fig.append(frame, caption);
+  const stats = msg.querySelector('.stats');
+  msg.insertBefore(fig, stats);
+  return fig;
+}
+
 async function send() {
   const text = el.prompt.value.trim();
   if ((!text && state.attachments.length === 0) || state.controller || state.server !== 'ready') return;
@@ -560,6 +643,7 @@ async function send() {
   try {
     const images = await Promise.all(attachments.map((a) => encodeForUpload(a, maxPixels())));
     if (images.length) {
+      state.lastImage = images[images.length - 1];  // what boxes in later answers refer to
       userMessage.content = images.map((url) => ({ type: 'image_url', image_url: { url } }));
       if (text) userMessage.content.push({ type: 'text', text });
     }
@@ -610,6 +694,8 @@ async function send() {
   if (r.answer) {
     // The answer so far (whole, stopped or cut by an error) is part of the conversation.
     state.history.push(userMessage, { role: 'assistant', content: r.answer });
+    const marks = parseGrounding(r.answer);
+    if (marks.length && state.lastImage) renderGrounding(bubble.msg, marks, state.lastImage);
   } else {
     // Nothing came back: this turn is not part of the conversation; give its text and images back to retry.
     userBubble.classList.add('dropped');
@@ -643,6 +729,7 @@ function newChat() {
   stop();
   state.chat++;
   state.history = [];
+  state.lastImage = null;
   for (const url of state.objectUrls) URL.revokeObjectURL(url);
   state.objectUrls = [];
   el.messages.replaceChildren(el.empty);
@@ -723,4 +810,4 @@ updateButtons();
 pollHealth();
 
 // For tests and the curious: the renderer, and the page's state.
-window.qvl = { renderMarkdown, escapeHtml, state, pollHealth };
+window.qvl = { renderMarkdown, escapeHtml, state, pollHealth, parseGrounding, renderGrounding };
