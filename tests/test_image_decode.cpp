@@ -79,6 +79,7 @@ TEST(ImageDecode, DetectsFormatsFromMagicBytes) {
   EXPECT_EQ(detect("images/bmp24_33x17.bmp"), ImageFormat::kBmp);
   EXPECT_EQ(detect("images/ppm_p6_33x17.ppm"), ImageFormat::kNetpbm);
   EXPECT_EQ(detect("images/pbm_p1_plain_13x6.pbm"), ImageFormat::kNetpbm);
+  EXPECT_EQ(detect("images/ico_png_16_32_48.ico"), ImageFormat::kIco);
   EXPECT_EQ(detect("images/bad/text.txt"), ImageFormat::kUnknown);
   EXPECT_EQ(detect("images/bad/empty.bin"), ImageFormat::kUnknown);
   EXPECT_STREQ(image_format_name(ImageFormat::kWebp), "WebP");

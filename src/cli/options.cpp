@@ -260,14 +260,14 @@ void add_image_size_options(CLI::App& app, int64_t& min_pixels, int64_t& max_pix
 // ---- Prompt --------------------------------------------------------------------------------------------------
 
 CLI::Option* add_image_option(CLI::App& app, std::vector<std::string>& images) {
-  return app.add_option("-i,--image", images, "an image file (JPEG, PNG, WebP, GIF, BMP, PBM/PGM/PPM); repeat for several, in order")
+  return app.add_option("-i,--image", images, "an image file (JPEG, PNG, WebP, GIF, BMP, ICO, PBM/PGM/PPM); repeat for several, in order")
       ->type_name("FILE")
       ->allow_extra_args(false)  // one file per --image, as "-i a.png -p TEXT" reads
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
 CLI::Option* add_image_option(CLI::App& app, std::string& image) {
-  return app.add_option("-i,--image", image, "an image file (JPEG, PNG, WebP, GIF, BMP, PBM/PGM/PPM)")->type_name("FILE");
+  return app.add_option("-i,--image", image, "an image file (JPEG, PNG, WebP, GIF, BMP, ICO, PBM/PGM/PPM)")->type_name("FILE");
 }
 
 CLI::Option* add_prompt_option(CLI::App& app, std::string& prompt) {

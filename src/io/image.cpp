@@ -35,6 +35,7 @@
 #include "io/netpbm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
@@ -1237,6 +1238,85 @@ Result<Decoded> decode_bmp(std::span<const uint8_t> d, const ImageDecodeLimits& 
   return out;
 }
 
+// ----------------------------------------------------------------------------------------------------
+// ICO (Pillow's IcoImagePlugin): a directory of 16-byte entries; the entry Pillow opens is the largest
+// (width x height, 0 meaning 256), the lowest colour depth among equals (bpp, else ceil(log2(colours)), else
+// 256; ties keep the file's order); its data is a PNG file or a BMP without the file header whose height
+// counts the colour bitmap and the AND mask: the colour bitmap is the image. The AND mask and a 32-bit
+// entry's alpha only set transparency, which convert("RGB") drops.
+Result<Decoded> decode_ico(std::span<const uint8_t> d, const ImageDecodeLimits& limits) {
+  if (d.size() < 6) return Status::Error("ICO: truncated data: the file ends inside the header");
+  const size_t n = le16(&d[4]);
+  if (n == 0) return Status::Error("ICO: the directory lists no images");
+  if (d.size() < 6 + 16 * n) return Status::Error("ICO: truncated data: the file ends inside the directory");
+  struct Entry {
+    uint64_t square;
+    int depth, bpp;
+    uint32_t size, offset;
+  };
+  std::vector<Entry> entries;
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* e = &d[6 + 16 * i];
+    const uint64_t w = e[0] ? e[0] : 256, h = e[1] ? e[1] : 256;
+    int depth = le16(e + 6);
+    if (!depth && e[2] > 1) depth = static_cast<int>(std::ceil(std::log2(static_cast<double>(e[2]))));
+    if (!depth) depth = 256;  // Python: bpp or (colours and ceil(log2(colours))) or 256
+    entries.push_back(Entry{w * h, depth, le16(e + 6), le32(e + 8), le32(e + 12)});
+  }
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.depth < b.depth; });
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.square > b.square; });
+  const Entry& best = entries[0];
+  if (best.offset >= d.size()) return Status::Error("ICO: the image's data lies beyond the end of the file");
+  const std::span<const uint8_t> sub = d.subspan(best.offset);
+  if (sub.size() >= 8 && std::memcmp(sub.data(), "\x89PNG\r\n\x1A\n", 8) == 0) {
+    auto png = decode_png(sub, limits);
+    if (!png.ok()) return png.status().with_context("ICO's PNG image");
+    Decoded out;
+    out.image = std::move(png).value().image;  // an icon's PNG metadata (orientation) is not the icon's
+    return out;
+  }
+  // A BMP without its 14-byte file header: give it one, with the colour bitmap's height, and the pixel data
+  // where Pillow's DIB reader starts it (right after the header, the bitfield masks and the palette; the
+  // palette decode_bmp adds itself).
+  if (sub.size() < 16) return Status::Error("ICO: truncated data: the file ends inside the bitmap header");
+  const uint32_t header_size = le32(sub.data());
+  std::vector<uint8_t> bmp(14 + sub.size());
+  std::memcpy(bmp.data() + 14, sub.data(), sub.size());
+  bmp[0] = 'B';
+  bmp[1] = 'M';
+  uint64_t pixels_at = 14 + uint64_t{header_size};
+  if (header_size == 12) {
+    const uint16_t h2 = le16(&bmp[14 + 6]) / 2;
+    bmp[14 + 6] = static_cast<uint8_t>(h2);
+    bmp[14 + 7] = static_cast<uint8_t>(h2 >> 8);
+  } else if (sub.size() >= 40) {
+    const int32_t h = static_cast<int32_t>(le32(&bmp[14 + 8]));
+    const uint32_t h2 = static_cast<uint32_t>(h / 2);  // Python int(h / 2): towards zero
+    for (int k = 0; k < 4; ++k) bmp[14 + 8 + k] = static_cast<uint8_t>(h2 >> (8 * k));
+    if (le32(&bmp[14 + 16]) == 3 && header_size == 40) pixels_at += 12;  // bitfield masks follow the header
+  }
+  if (pixels_at > 0xFFFFFFFFu) return Status::Error("ICO: bitmap header size out of range");
+  for (int k = 0; k < 4; ++k) bmp[10 + k] = static_cast<uint8_t>(pixels_at >> (8 * k));
+  auto r = decode_bmp(bmp, limits);
+  if (!r.ok()) return r.status().with_context("ICO's bitmap");
+  Decoded out;
+  out.image = std::move(r).value().image;
+  // Pillow reads the transparency too, and refuses the icon when it is cut short: a 32-bit entry's alpha
+  // lies in its pixels (decode_bmp has checked those), the others' AND mask ends where the directory says
+  // the entry ends.
+  if (best.bpp != 32) {
+    // Pillow reads mask_bytes from end - mask_bytes; its rows are `stride` apart, the last one only
+    // ceil(w / 8) bytes long.
+    const uint64_t w = static_cast<uint64_t>(out.image.width), h = static_cast<uint64_t>(out.image.height);
+    const uint64_t stride = (w + 31) / 32 * 4, mask_bytes = stride * h;
+    const uint64_t end = uint64_t{best.offset} + best.size;
+    const uint64_t needed = stride * (h - 1) + (w + 7) / 8;
+    if (end < mask_bytes || d.size() < end - mask_bytes + needed)
+      return Status::Error("ICO: truncated data: the file ends inside the icon's transparency mask");
+  }
+  return out;
+}
+
 }  // namespace
 
 // ----------------------------------------------------------------------------------------------------
@@ -1250,6 +1330,7 @@ const char* image_format_name(ImageFormat f) {
     case ImageFormat::kGif: return "GIF";
     case ImageFormat::kBmp: return "BMP";
     case ImageFormat::kNetpbm: return "Netpbm";
+    case ImageFormat::kIco: return "ICO";
     case ImageFormat::kUnknown: break;
   }
   return "unknown";
@@ -1266,6 +1347,7 @@ ImageFormat detect_image_format(std::span<const uint8_t> b) {
     return ImageFormat::kWebp;
   if (starts("BM", 2)) return ImageFormat::kBmp;
   if (is_netpbm(b)) return ImageFormat::kNetpbm;
+  if (starts("\0\0\1\0", 4)) return ImageFormat::kIco;
   return ImageFormat::kUnknown;
 }
 
@@ -1278,6 +1360,7 @@ Result<ImageRGB> decode_image(std::span<const uint8_t> bytes, const ImageDecodeL
     case ImageFormat::kWebp: r = decode_webp(bytes, limits); break;
     case ImageFormat::kGif: r = decode_gif(bytes, limits); break;
     case ImageFormat::kBmp: r = decode_bmp(bytes, limits); break;
+    case ImageFormat::kIco: r = decode_ico(bytes, limits); break;
     case ImageFormat::kNetpbm: {
       auto img = decode_netpbm(bytes, limits, [&](uint64_t w, uint64_t h) { return check_size("Netpbm", w, h, limits); });
       if (!img.ok()) return img.status();
@@ -1291,7 +1374,7 @@ Result<ImageRGB> decode_image(std::span<const uint8_t> bytes, const ImageDecodeL
         head += (i ? " " : "") + std::string(buf);
       }
       return Status::Error("unknown image format: the data starts with " + head +
-                           ", expected a JPEG, PNG, WebP, GIF, BMP or Netpbm (PBM/PGM/PPM) file");
+                           ", expected a JPEG, PNG, WebP, GIF, BMP, ICO or Netpbm (PBM/PGM/PPM) file");
     }
   }
   if (!r.ok()) return r.status();

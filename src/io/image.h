@@ -1,4 +1,4 @@
-// Decoding image files (JPEG, PNG, WebP, GIF, BMP, Netpbm) to 8-bit RGB exactly as the reference loads them:
+// Decoding image files (JPEG, PNG, WebP, GIF, BMP, ICO, Netpbm) to 8-bit RGB exactly as the reference loads them:
 // PIL.Image.open -> ImageOps.exif_transpose -> convert("RGB") (transformers.image_utils.load_image).
 #pragma once
 
@@ -36,7 +36,7 @@ struct ImageDecodeLimits {
   int jpeg_reduce_factor = 0;
 };
 
-enum class ImageFormat { kUnknown, kJpeg, kPng, kWebp, kGif, kBmp, kNetpbm };
+enum class ImageFormat { kUnknown, kJpeg, kPng, kWebp, kGif, kBmp, kNetpbm, kIco };
 const char* image_format_name(ImageFormat f);
 
 // Sniffs the format from the first bytes (magic numbers), not from a file name.

@@ -655,6 +655,43 @@ def main():
     v = rng.integers(0, 1024, (4, 9))
     wb("pgm_p2_plain_maxval1023_9x4.pgm", pnm(b"P2", 9, 4, 1023, "\n".join(" ".join(str(int(x)) for x in r) for r in v).encode()))
 
+    # ---------------- ICO (Pillow's writer: PNG or BMP entries; and by hand: palette bitmaps, equal sizes)
+    icon = Image.fromarray(photo(48, 48, 170))
+    save_pil(icon, "ico_png_16_32_48.ico", sizes=[(16, 16), (32, 32), (48, 48)])
+    save_pil(Image.fromarray(photo(32, 32, 171)), "ico_bmp_16_32.ico", sizes=[(16, 16), (32, 32)], bitmap_format="bmp")
+
+    def dib_entry(w, h, bits, idx, palette):
+        """A headerless BMP as icons store it: height doubled, colour rows then a 1-bit AND mask."""
+        bmp = bmp_file(w, h, bits, [pack_bits(r, bits) if bits < 8 else r.astype("u1").tobytes() for r in idx],
+                       palette=palette)
+        info = bytearray(bmp[14:])
+        struct.pack_into("<i", info, 8, 2 * h)
+        mask_stride = ((w + 31) // 32) * 4
+        return bytes(info) + bytes(mask_stride * h)
+
+    def ico_file(entries):
+        """entries: (width, height, colours, bpp, data)."""
+        out = struct.pack("<HHH", 0, 1, len(entries))
+        offset = 6 + 16 * len(entries)
+        blobs = b""
+        for w, h, colours, bpp, data in entries:
+            out += struct.pack("<BBBBHHII", w % 256, h % 256, colours, 0, 1, bpp, len(data), offset + len(blobs))
+            blobs += data
+        return out + blobs
+
+    idx4 = index_image(24, 24, 16, 172)
+    idx8 = index_image(24, 24, 256, 173)
+    small = io.BytesIO()
+    Image.fromarray(photo(16, 16, 174)).save(small, "PNG")
+    # Two 24x24 entries: the 4-bit one has the lower colour depth, so it is the one opened; a smaller PNG.
+    wb("ico_bmp4_bmp8_24_png16.ico", ico_file([
+        (24, 24, 0, 8, dib_entry(24, 24, 8, idx8, palette_of(256, 175))),
+        (24, 24, 16, 4, dib_entry(24, 24, 4, idx4, palette_of(16, 176))),
+        (16, 16, 0, 32, small.getvalue())]))
+    # A 1-bit icon whose colour count says 2 and bpp says 0.
+    idx1 = index_image(20, 12, 2, 177)
+    wb("ico_bmp1_20x12.ico", ico_file([(20, 12, 2, 0, dib_entry(20, 12, 1, idx1, [(10, 20, 30), (250, 240, 230)]))]))
+
     # ---------------- Bad files
     def bad(name, data):
         with open(os.path.join(BAD, name), "wb") as f:
@@ -691,6 +728,11 @@ def main():
     bad("gif_no_frames.gif", b"GIF89a" + struct.pack("<HHBBB", 10, 10, 0x80, 0, 0) + b"\0" * 6 + b"\x3b")
     bad("jpeg_header_only.jpg", b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00")
     bad("png_signature_only.png", b"\x89PNG\r\n\x1a\n")
+    bad("ico_no_entries.ico", struct.pack("<HHH", 0, 1, 0))
+    bad("ico_truncated_directory.ico", struct.pack("<HHH", 0, 1, 2) + b"\0" * 20)
+    bad("ico_offset_beyond_end.ico", struct.pack("<HHH", 0, 1, 1) + struct.pack("<BBBBHHII", 16, 16, 0, 0, 1, 32, 100, 5000))
+    ib = read("ico_bmp1_20x12.ico")
+    bad("ico_bitmap_truncated.ico", ib[: len(ib) - 40])
     bad("ppm_maxval0.ppm", b"P6\n2 2\n0\n" + b"\0" * 12)
     bad("ppm_maxval65536.ppm", b"P6\n2 2\n65536\n" + b"\0" * 24)
     bad("ppm_plain_sample_over_maxval.ppm", b"P3\n2 1\n100\n1 2 3 4 5 101\n")
