@@ -5,6 +5,8 @@
 // such a model would almost never produce by itself. Then the same through the OpenAI and Ollama APIs.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/generate.h"
@@ -156,6 +158,51 @@ TEST(JsonAcceptor, TakesValidDocumentsAndRefusesInvalidOnes) {
       EXPECT_FALSE(validates(v, schema, schema)) << bad;  // refused for what the schema says, not by accident
     }
   }
+}
+
+// Cases a review found: each was a dead end (no byte could follow, and the server aborted) or an answer
+// that a parser refuses.
+TEST(JsonAcceptor, NoDeadEndsAndNothingParsersRefuse) {
+  // A property name with a quote in it (escaped in the answer).
+  const auto q = compile(R"({"type":"object","properties":{"a\"b":{"type":"null"}},"required":["a\"b"],"additionalProperties":false})");
+  EXPECT_TRUE(accepts(q, R"({"a\"b":null})"));
+  // Numbers: a '.', 'e' or sign only with room left for its digit.
+  const auto num = compile(R"({"type":"number"})");
+  JsonAcceptor a(num);
+  ASSERT_TRUE(a.feed(std::string(JsonGrammar::kMaxNumberChars - 1, '1')));
+  EXPECT_FALSE(JsonAcceptor(a).feed('.'));
+  EXPECT_FALSE(JsonAcceptor(a).feed('e'));
+  EXPECT_TRUE(JsonAcceptor(a).feed('1'));
+  EXPECT_TRUE(a.accepting());
+  // Surrogates: a pair is one character; a lone half is refused where it becomes certain.
+  const auto str = compile(R"({"type":"string","maxLength":1})");
+  EXPECT_TRUE(accepts(str, R"("\ud83d\ude00")"));
+  EXPECT_FALSE(accepts(str, R"("\ud83d")"));
+  EXPECT_FALSE(accepts(str, R"("\ude00")"));
+  EXPECT_FALSE(accepts(str, R"("\ud83d\u0041")"));
+  EXPECT_TRUE(accepts(str, R"("\u00e9")"));
+  EXPECT_NO_THROW(json::parse(R"("\ud83d\ude00")"));
+  // Nesting a value must follow is bounded when compiled, below the acceptor's depth.
+  std::string deep = R"({"type":"string"})";
+  for (int i = 0; i < 40; ++i) deep = R"({"type":"array","minItems":1,"items":)" + deep + "}";
+  auto d = JsonGrammar::from_schema(json::parse(deep));
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("nested deeper"), std::string::npos) << d.status().message();
+  // $refs are compiled once each: 64 references to 64 references to ... stay small and quick.
+  json defs = json::object();
+  defs["d0"] = json{{"type", "string"}};
+  for (int k = 1; k <= 5; ++k) {
+    json props = json::object();
+    for (int i = 0; i < 64; ++i) props["p" + std::to_string(i)] = json{{"$ref", "#/$defs/d" + std::to_string(k - 1)}};
+    defs["d" + std::to_string(k)] = json{{"type", "object"}, {"properties", props}};
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto wide = JsonGrammar::from_schema(json{{"$defs", defs}, {"$ref", "#/$defs/d5"}});
+  ASSERT_TRUE(wide.ok()) << wide.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  EXPECT_TRUE(accepts(*wide, R"({"p3":{"p1":{}}})"));
+  // required without properties cannot be enforced: refused.
+  EXPECT_FALSE(JsonGrammar::from_schema(json::parse(R"({"type":"object","required":["a"]})")).ok());
 }
 
 TEST(JsonAcceptor, UndoRestoresEveryEarlierState) {

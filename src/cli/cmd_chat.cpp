@@ -120,7 +120,7 @@ int cmd_chat(const Args& args) {
     }
     g_interrupted.store(false);
     if (!std::getline(std::cin, line)) {
-      if (g_interrupted.load() || errno == EINTR) {  // Ctrl-C at the prompt: a fresh prompt
+      if (g_interrupted.load()) {  // Ctrl-C at the prompt: a fresh prompt (end of input is Ctrl-D)
         std::cin.clear();
         clearerr(stdin);
         std::fputs("\n(Ctrl-C stops an answer; /bye or Ctrl-D quits)\n", stderr);

@@ -39,8 +39,8 @@ struct GenerateOptions {
 };
 
 // The preprocessing of image k: per_image[k] over `image`, bounded by it: max_pixels at most the global
-// maximum (the server's or the model's), min_pixels at most that; a per-image min_pixels < 0 with
-// max_pixels == 0 means OpenAI's detail "low": the smallest budget, the global minimum.
+// maximum (the server's or the model's), min_pixels at most that; a per-image max_pixels of 0 means
+// OpenAI's detail "low": the smallest budget, the global minimum.
 PreprocessOptions image_options(const GenerateOptions& options, size_t k, const ImageProcessorConfig& config);
 
 // Makes the answer one tool call of the Qwen3 chat format, <tool_call>\n{"name": ..., "arguments": {...}}

@@ -4,8 +4,9 @@
 //   kValue  a value of `node` is due; leading whitespace, then its first byte starts the concrete frame
 //   kObj    0 after '{'   1 in a key   2 after the key   3 reading the value   4 after the value   5 after ','
 //   kArr    0 after '['   1 after an item   2 after ','   3 reading an item
-//   kStr    0 content     1 after '\'   2 in \uXXXX (aux: digits read); aux also counts UTF-8 continuation
-//           bytes still due, pos the allowed range of the next one (after E0, ED, F0, F4)
+//   kStr    0 content     1 after '\'   2 in \uXXXX (aux: digits read, pos: the value)   3, 4, 5: the
+//           "\u" and digits of the low surrogate a high one needs; in content, aux counts UTF-8
+//           continuation bytes still due, pos the allowed range of the next one (after E0, ED, F0, F4)
 //   kNum    0 start 1 '-' 2 '0' 3 integer digits 4 '.' 5 fraction 6 'e' 7 exponent sign 8 exponent digits
 //           (aux: exponent digits, at most 2)
 //   kLit    seen: the literals still matching, pos: bytes matched
@@ -13,6 +14,7 @@
 #include "engine/json_grammar.h"
 
 #include <bitset>
+#include <map>
 #include <nlohmann/json.hpp>
 
 namespace qvl {
@@ -56,6 +58,23 @@ class SchemaCompiler {
   SchemaCompiler(const json& root, JsonGrammar& g) : root_(root), g_(g) {}
 
   Result<int32_t> compile(const json& s, const std::string& where) {
+    // Nesting that a value must follow (objects' properties, arrays' items, $refs) is bounded so that the
+    // acceptor's depth limit never leaves an answer without a way to go on.
+    if (depth_ > JsonGrammar::kMaxDepth - 4)
+      return Status::Error("schema at " + where + ": nested deeper than " + std::to_string(JsonGrammar::kMaxDepth - 4) + " levels");
+    if (g_.nodes_.size() > kMaxNodes)
+      return Status::Error("schema at " + where + ": over " + std::to_string(kMaxNodes) + " nodes");
+    ++depth_;
+    auto r = compile_at(s, where);
+    --depth_;
+    return r;
+  }
+
+ private:
+  static constexpr size_t kMaxNodes = 20000;
+  static constexpr size_t kMaxText = 4096;  // a property name or enum value, as JSON text (Frame::pos is 16-bit)
+
+  Result<int32_t> compile_at(const json& s, const std::string& where) {
     if (s.is_boolean()) {
       if (s.get<bool>()) return kAnyNode;
       return Status::Error("schema at " + where + ": false accepts nothing");
@@ -81,12 +100,15 @@ class SchemaCompiler {
       JsonNode n;
       n.kind = JsonNode::kLiterals;
       for (const json& v : *e) n.literals.push_back(v.dump());
+      for (const std::string& l : n.literals)
+        if (l.size() > kMaxText) return Status::Error("schema at " + where + ".enum: a value over " + std::to_string(kMaxText) + " bytes");
       return add(std::move(n));
     }
     if (auto c = s.find("const"); c != s.end()) {
       JsonNode n;
       n.kind = JsonNode::kLiterals;
       n.literals = {c->dump()};
+      if (n.literals[0].size() > kMaxText) return Status::Error("schema at " + where + ".const: over " + std::to_string(kMaxText) + " bytes");
       return add(std::move(n));
     }
     if (auto a = s.find("anyOf"); a != s.end()) {
@@ -117,7 +139,6 @@ class SchemaCompiler {
     return alternatives(std::move(alts), where + ".type");
   }
 
- private:
   int32_t add(JsonNode n) {
     g_.nodes_.push_back(std::move(n));
     return static_cast<int32_t>(g_.nodes_.size() - 1);
@@ -138,12 +159,14 @@ class SchemaCompiler {
     if (section.empty()) return Status::Error("schema at " + where + ".$ref: only '#/$defs/NAME' and '#/definitions/NAME' are supported, got '" + r + "'");
     for (const std::string& open : refs_)
       if (open == r) return Status::Error("schema at " + where + ".$ref: '" + r + "' refers to itself; recursive schemas are not supported");
+    if (auto m = compiled_refs_.find(r); m != compiled_refs_.end()) return m->second;  // nodes are shared, never copied
     const auto sec = root_.find(section);
     if (sec == root_.end() || !sec->is_object() || !sec->contains(name))
       return Status::Error("schema at " + where + ".$ref: '" + r + "' is not defined");
     refs_.push_back(r);
     auto c = compile((*sec)[name], section + "." + name);
     refs_.pop_back();
+    if (c.ok()) compiled_refs_[r] = *c;
     return c;
   }
 
@@ -162,6 +185,9 @@ class SchemaCompiler {
       const auto props = s.find("properties");
       const auto extra = s.find("additionalProperties");
       const bool extra_false = extra != s.end() && extra->is_boolean() && !extra->get<bool>();
+      if ((props == s.end() || (props->is_object() && props->empty())) && s.contains("required") &&
+          s["required"].is_array() && !s["required"].empty())
+        return Status::Error("schema at " + where + ".required: names properties that 'properties' does not define");
       if (props == s.end() || (props->is_object() && props->empty())) {
         if (extra_false) {  // {} only
           n.any_keys = false;
@@ -182,6 +208,7 @@ class SchemaCompiler {
         auto c = compile(it.value(), where + ".properties." + it.key());
         if (!c.ok()) return c.status();
         const std::string quoted = json(it.key()).dump();
+        if (quoted.size() > kMaxText) return Status::Error("schema at " + where + ".properties: a name over " + std::to_string(kMaxText) + " bytes");
         n.names.push_back(quoted.substr(1, quoted.size() - 2));
         n.children.push_back(*c);
       }
@@ -277,7 +304,9 @@ class SchemaCompiler {
 
   const json& root_;
   JsonGrammar& g_;
-  std::vector<std::string> refs_;
+  std::vector<std::string> refs_;              // the $refs being compiled (a cycle is refused)
+  std::map<std::string, int32_t> compiled_refs_;  // each $ref compiled once: no exponential expansion
+  int depth_ = 0;
 };
 
 Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::from_schema(const json& schema) {
@@ -534,18 +563,37 @@ bool JsonAcceptor::feed_string(Frame& f, uint8_t c) {
     if (c == 'u') {
       f.phase = 2;
       f.aux = 0;
+      f.pos = 0;
       return true;
     }
     if (c != '"' && c != '\\' && c != '/' && c != 'b' && c != 'f' && c != 'n' && c != 'r' && c != 't') return false;
     f.phase = 0;
     return true;
   }
-  if (f.phase == 2) {  // \uXXXX
+  if (f.phase == 2 || f.phase == 5) {  // \uXXXX (pos: the value so far); 5: the low half of a surrogate pair
     if (!is_hex(c)) return false;
-    if (++f.aux == 4) {
-      f.phase = 0;
-      f.aux = 0;
-    }
+    const uint16_t v = static_cast<uint16_t>(f.pos * 16 + (is_digit(c) ? c - '0' : (c | 0x20) - 'a' + 10));
+    // Refused at the first digit that makes a parser refuse the string: a lone low surrogate (DC00-DFFF),
+    // or a pair's second half outside DC00-DFFF.
+    if (f.phase == 2 && f.aux == 1 && v >= 0xDC && v <= 0xDF) return false;
+    if (f.phase == 5 && ((f.aux == 0 && v != 0xD) || (f.aux == 1 && v < 0xDC))) return false;
+    f.pos = v;
+    if (++f.aux < 4) return true;
+    f.aux = 0;
+    f.phase = f.phase == 2 && v >= 0xD800 && v <= 0xDBFF ? 3 : 0;  // a high surrogate: its pair must follow
+    f.pos = 0;
+    return true;
+  }
+  if (f.phase == 3) {  // after a high surrogate: "\u" of the low one (one character with it, counted once)
+    if (c != '\\') return false;
+    f.phase = 4;
+    return true;
+  }
+  if (f.phase == 4) {
+    if (c != 'u') return false;
+    f.phase = 5;
+    f.aux = 0;
+    f.pos = 0;
     return true;
   }
   if (c == '"') {
@@ -593,7 +641,9 @@ bool JsonAcceptor::feed_number(uint8_t c) {
     case 8: next = is_digit(c) && f.aux < kMaxExponentDigits ? 8 : -1; break;
   }
   if (next >= 0) {
-    if (f.pos >= JsonGrammar::kMaxNumberChars) return false;
+    // Within kMaxNumberChars, with room left for the digit that '-', '.', 'e' or a sign must be followed by.
+    const bool needs_digit = next == 1 || next == 4 || next == 6 || next == 7;
+    if (f.pos + 1 + (needs_digit ? 1 : 0) > JsonGrammar::kMaxNumberChars) return false;
     Frame& m = mut(top);
     m.phase = static_cast<uint8_t>(next);
     ++m.pos;
@@ -654,6 +704,18 @@ bool JsonAcceptor::feed_object(uint8_t c) {
       if (c == '}' && f.phase == 0 && (n.required & ~f.seen) == 0) return value_done();
       return false;
     case 1: {  // a schema key, matched against the properties not given yet
+      // A name's next byte first: an escaped name (a\"b) has quotes inside, always after a backslash, so
+      // a '"' that continues a name never also closes one.
+      uint64_t keep = 0;
+      for (size_t i = 0; i < n.names.size(); ++i)
+        if ((f.cand >> i & 1) && f.pos < n.names[i].size() && static_cast<uint8_t>(n.names[i][f.pos]) == c)
+          keep |= uint64_t{1} << i;
+      if (keep) {
+        Frame& m = mut(top);
+        m.cand = keep;
+        ++m.pos;
+        return true;
+      }
       if (c == '"') {
         for (size_t i = 0; i < n.names.size(); ++i)
           if ((f.cand >> i & 1) && n.names[i].size() == f.pos) {
@@ -664,17 +726,8 @@ bool JsonAcceptor::feed_object(uint8_t c) {
             m.ws = 0;
             return true;
           }
-        return false;
       }
-      uint64_t keep = 0;
-      for (size_t i = 0; i < n.names.size(); ++i)
-        if ((f.cand >> i & 1) && f.pos < n.names[i].size() && static_cast<uint8_t>(n.names[i][f.pos]) == c)
-          keep |= uint64_t{1} << i;
-      if (!keep) return false;
-      Frame& m = mut(top);
-      m.cand = keep;
-      ++m.pos;
-      return true;
+      return false;
     }
     case 2: {
       if (whitespace(top, c)) return true;

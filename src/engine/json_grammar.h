@@ -1,6 +1,6 @@
 // Structured output: a JSON schema compiled into a table of nodes, and a byte-level acceptor that says,
 // byte by byte, whether the text so far can still become a JSON value the schema accepts. The token mask
-// (token_mask.h) runs the acceptor over the vocabulary at each decode step, so the answer always parses and
+// (json_constraint.h) runs the acceptor over the vocabulary at each decode step, so the answer always parses and
 // validates.
 //
 // Supported (what OpenAI's strict structured outputs and Ollama's `format` are used with): `type` (one or a

@@ -137,12 +137,15 @@ std::span<const int32_t> Sampler::filter(float* logits, int vocab) {
   }
 
   // TemperatureLogitsWarper: scores / self.temperature. NaN (a model bug) becomes -inf so that comparisons
-  // stay a strict order; +inf (overflow at a tiny temperature) becomes FLT_MAX so the softmax is defined.
+  // stay a strict order; a finite score that overflows at a tiny temperature stays finite (+-FLT_MAX), so
+  // the softmax is defined and a token a constraint allowed (finite) never becomes -inf like the ones it
+  // removed.
   const float t = params_.temperature;
   for (int i = 0; i < vocab; ++i) {
-    float x = logits[i] / t;
+    const float in = logits[i];
+    float x = in / t;
     if (std::isnan(x)) x = -INFINITY;
-    if (x > FLT_MAX) x = FLT_MAX;
+    if (std::isfinite(in)) x = std::clamp(x, -FLT_MAX, FLT_MAX);
     logits[i] = x;
   }
 

@@ -276,8 +276,14 @@ Session::Step Session::sample() {
   };
   if (json_) json_->mask(logits_.data(), static_cast<int>(logits_.size()));
   const int32_t token = sampler_->sample(logits_.data(), static_cast<int>(logits_.size()));
-  if (json_) QVL_CHECK(json_->accept(token));  // the mask allowed it
   if (result_.tokens.empty()) tm.ttft_ms = now_ms() - start_ms_;
+  // The mask allowed it; should the constraint still refuse it (a dead end the grammar did not foresee), the
+  // answer ends here rather than run on unconstrained.
+  if (json_ && !json_->accept(token)) {
+    StopChecker::Emit e = stops_->push(detok_->flush());
+    end(FinishReason::kStop, e.text + (e.stopped ? "" : stops_->flush()));
+    return out;
+  }
   if (!options_.ignore_eos && (token == eos_[0] || token == eos_[1])) {
     StopChecker::Emit e = stops_->push(detok_->flush());
     end(FinishReason::kStop, e.text + (e.stopped ? "" : stops_->flush()));

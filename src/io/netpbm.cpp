@@ -109,6 +109,17 @@ Result<ImageRGB> decode_netpbm(std::span<const uint8_t> d, const ImageDecodeLimi
   }
   QVL_RETURN_IF_ERROR(check_size(static_cast<uint64_t>(w), static_cast<uint64_t>(ht)).status());
   const size_t npix = static_cast<size_t>(w) * static_cast<size_t>(ht);
+  // Before the pixel buffer: the data left must hold the samples (raw: exactly so many bytes; plain: at
+  // least one byte a sample for P1, two for P2 and P3 but the last), so a header alone allocates nothing.
+  {
+    const size_t left = d.size() - std::min(d.size(), h.pos());
+    const size_t n = npix * static_cast<size_t>((kind == 3 || kind == 6) ? 3 : 1);
+    const size_t need = kind == 4 ? (static_cast<size_t>(w) + 7) / 8 * static_cast<size_t>(ht)
+                        : kind == 5 || kind == 6 ? n * (maxval > 255 ? 2 : 1)
+                        : kind == 1 ? n
+                                    : 2 * n - 1;
+    if (left < need) return Status::Error("Netpbm: not enough image data: the file ends before the last pixel");
+  }
   ImageRGB img;
   img.width = static_cast<int>(w);
   img.height = static_cast<int>(ht);

@@ -225,6 +225,9 @@ Result<ResizedSize> preprocess_size(const ImageRGB& image, const ImageProcessorC
     return Status::Error("min_pixels " + std::to_string(min_px) + " is larger than max_pixels " + std::to_string(max_px));
   if ((options.resized_height > 0) != (options.resized_width > 0))
     return Status::Error("resized_height and resized_width go together; got only one");
+  if (options.resized_height > (int64_t{1} << 16) || options.resized_width > (int64_t{1} << 16))
+    return Status::Error("resized_height and resized_width must be at most 65536, got " +
+                         std::to_string(options.resized_height) + "x" + std::to_string(options.resized_width));
   // qwen-vl-utils: smart_resize of the size asked for, with its own floor of 4 tokens' pixels instead of the
   // processor's min_pixels (its images then go to the processor with do_resize=False); max_pixels bounds it.
   if (options.resized_height > 0) {

@@ -43,8 +43,11 @@ Result<PreprocessOptions> image_size_fields(const json& part, const std::string&
                               {"resized_height", &o.resized_height}, {"resized_width", &o.resized_width}}) {
       int64_t v = *field;
       QVL_RETURN_IF_ERROR(read_int(*obj, key, v, w));
-      if (v != *field && (v < 1 || v > (int64_t{1} << 32)))
-        return Status::Error(w + "." + key + ": expected a positive number of pixels, got " + std::to_string(v));
+      const bool side = key[0] == 'r';  // resized_height / resized_width: a side; else a pixel count
+      const int64_t most = side ? int64_t{1} << 16 : int64_t{1} << 32;
+      if (v != *field && (v < 1 || v > most))
+        return Status::Error(w + "." + key + ": expected 1 to " + std::to_string(most) + (side ? " pixels" : " pixels in all") +
+                             ", got " + std::to_string(v));
       *field = v;
     }
     std::string detail;
