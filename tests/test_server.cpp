@@ -155,6 +155,23 @@ TEST_F(ServerApi, PerImageResolution) {
   EXPECT_NE(bad.body.find("resized_width"), std::string::npos) << bad.body;
   EXPECT_EQ(ask(json::object(), json{{"detail", "ultra"}}).status, 400);
   EXPECT_EQ(ask(json{{"max_pixels", -5}}, json::object()).status, 400);
+  // The context budget at the edge counts each image at its own size: 8 images of 144 tokens are over the
+  // test server's 1024-token context, 8 at detail low (64 tokens) fit.
+  auto many = [&](json url_extra) {
+    json url = json{{"url", data_uri("png_rgb8_448x448.png")}};
+    for (auto it = url_extra.begin(); it != url_extra.end(); ++it) url[it.key()] = it.value();
+    json parts = json::array();
+    for (int i = 0; i < 8; ++i) parts.push_back(json{{"type", "image_url"}, {"image_url", url}});
+    parts.push_back(json{{"type", "text"}, {"text", "Compare them."}});
+    return post("/v1/chat/completions", json{{"messages", json::array({json{{"role", "user"}, {"content", parts}}})},
+                                             {"max_tokens", 2}, {"temperature", 0}});
+  };
+  const Reply over = many(json::object());
+  EXPECT_EQ(over.status, 400) << over.body;
+  EXPECT_NE(over.body.find("over the context"), std::string::npos) << over.body;
+  const Reply fits = many(json{{"detail", "low"}});
+  ASSERT_EQ(fits.status, 200) << fits.body;
+  EXPECT_EQ(tokens(fits), 8 * 64);
   // Per image = server-wide: a server limited to 100000 pixels answers a plain request as this one did.
   const Reply per_image = ask(json{{"max_pixels", 100000}}, json::object());
   server_.reset();

@@ -241,7 +241,13 @@ std::optional<ApiError> make_inference_request(const ApiContext& ctx,
                                                std::vector<ChatMessage> messages, GenerateOptions options,
                                                InferenceRequest& out) {
   ImageBudget budget = image_budget(ctx, options);
-  for (const auto& [ref, where] : images) {
+  const Model* model = ctx.scheduler.model();
+  const ImageProcessorConfig pc = model ? model->image_config() : ImageProcessorConfig{};
+  for (size_t k = 0; k < images.size(); ++k) {
+    const auto& [ref, where] = images[k];
+    // Each image's own bounds, as the session will preprocess it (image_options).
+    const PreprocessOptions o = image_options(options, k, pc);
+    budget.set_bounds(o.min_pixels, o.max_pixels, o.resized_height, o.resized_width);
     auto img = load_request_image(ref, ctx.images, where, &budget);
     if (!img.ok()) return ApiError{400, img.status().message(), "invalid_image", where};
     out.images.push_back(std::move(img).value());

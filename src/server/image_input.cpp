@@ -152,9 +152,20 @@ ImageDecodeLimits ImageBudget::limits(const ImageDecodeLimits& base) {
   return l;
 }
 
+void ImageBudget::set_bounds(int64_t min_pixels, int64_t max_pixels, int64_t resized_height, int64_t resized_width) {
+  min_pixels_ = min_pixels;
+  max_pixels_ = max_pixels;
+  resized_height_ = resized_height;
+  resized_width_ = resized_width;
+}
+
 Result<int64_t> ImageBudget::admit(int64_t width, int64_t height) {
-  // EXIF orientation may swap the sides; smart_resize's area does not depend on which is which.
-  QVL_ASSIGN_OR_RETURN(ResizedSize r, smart_resize(height, width, factor_, min_pixels_, max_pixels_));
+  // EXIF orientation may swap the sides; smart_resize's area does not depend on which is which. An exact
+  // size asked for is resized as preprocess_size does it.
+  const bool exact = resized_height_ > 0 && resized_width_ > 0;
+  const int64_t floor_px = std::min<int64_t>(int64_t{4} * factor_ * factor_, max_pixels_);
+  QVL_ASSIGN_OR_RETURN(ResizedSize r, exact ? smart_resize(resized_height_, resized_width_, factor_, floor_px, max_pixels_)
+                                            : smart_resize(height, width, factor_, min_pixels_, max_pixels_));
   const int64_t pixels = static_cast<int64_t>(r.height) * r.width;
   const int64_t tokens = pixels / (static_cast<int64_t>(factor_) * factor_);
   ++images_;

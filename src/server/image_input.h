@@ -28,10 +28,14 @@ class ImageBudget {
   // `base` with admit() bound to this budget (the budget must outlive the decode).
   ImageDecodeLimits limits(const ImageDecodeLimits& base);
   int64_t tokens() const { return tokens_; }  // taken so far
+  // The next images' own bounds (a request's per-image min/max pixels, or an exact resized size as
+  // preprocess_size takes it: at least 4 tokens, at most max_pixels); resized <= 0: the image's size.
+  void set_bounds(int64_t min_pixels, int64_t max_pixels, int64_t resized_height = -1, int64_t resized_width = -1);
 
  private:
   Result<int64_t> admit(int64_t width, int64_t height);
   int64_t max_tokens_, min_pixels_, max_pixels_;
+  int64_t resized_height_ = -1, resized_width_ = -1;
   int factor_;
   int images_ = 0;
   int64_t tokens_ = 0;
