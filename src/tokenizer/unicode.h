@@ -1,5 +1,5 @@
 // The Unicode facts the tokenizer needs: UTF-8 decoding, NFC, and the character classes of the
-// Qwen2 split regex (\p{L}, \p{N}, \s), backed by utf8proc's Unicode tables.
+// Qwen2 split regex (\p{L}, \p{N}, \s), from the tables HF tokenizers uses (unicode_tables.h).
 #pragma once
 
 #include <cstdint>
@@ -8,13 +8,15 @@
 
 namespace qvl::unicode {
 
-// Decodes one code point at s[i]; sets `len` to its byte length. Invalid or truncated sequences decode
-// to U+FFFD with len = 1 (callers that must keep bytes verbatim use `len` to copy them).
+// Decodes one code point at s[i]; sets `len` to its byte length. An ill-formed or truncated sequence
+// decodes to U+FFFD with len = the length of its maximal subpart (callers that must keep bytes verbatim
+// use `len` to copy them).
 char32_t decode_utf8(std::string_view s, size_t i, int* len);
 
 void append_utf8(std::string& out, char32_t cp);
 
-// Replaces every invalid UTF-8 sequence with U+FFFD, as Python's bytes.decode(errors="replace") does.
+// Replaces each maximal subpart of an ill-formed UTF-8 sequence with one U+FFFD, as Python's
+// bytes.decode(errors="replace") does (so HF's Python API sees the same text).
 std::string sanitize_utf8(std::string_view s);
 
 // Returns true when `s` is well-formed UTF-8.
