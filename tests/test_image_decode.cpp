@@ -70,6 +70,41 @@ TEST(ImageDecode, MatchesPilPixelForPixel) {
   for (const auto& g : golden()["images"]) check(g);
 }
 
+// Every page of a multi-page TIFF, chosen with ImageDecodeLimits::page, is what PIL gives after seek(k);
+// a page past the last is refused, saying how many there are.
+TEST(ImageDecode, EveryPageOfAMultiPageTiff) {
+  ASSERT_TRUE(golden().is_object());
+  size_t files = 0;
+  for (const auto& g : golden()["images"]) {
+    if (!g.contains("pages")) continue;
+    ++files;
+    const std::string file = g["file"];
+    SCOPED_TRACE(file);
+    const auto& pages = g["pages"];
+    for (size_t k = 0; k < pages.size(); ++k) {
+      ImageDecodeLimits limits;
+      limits.page = static_cast<int>(k);
+      auto r = load_image_file(kDataDir + "/" + file, limits);
+      ASSERT_TRUE(r.ok()) << "page " << k << ": " << r.status().message();
+      EXPECT_EQ(r->width, pages[k][0].get<int>()) << "page " << k;
+      EXPECT_EQ(r->height, pages[k][1].get<int>()) << "page " << k;
+      EXPECT_EQ(test::sha256_hex(r->pixels.data(), r->pixels.size()), pages[k][2].get<std::string>()) << "page " << k;
+    }
+    ImageDecodeLimits past;
+    past.page = static_cast<int>(pages.size());
+    auto r = load_image_file(kDataDir + "/" + file, past);
+    ASSERT_FALSE(r.ok());
+    EXPECT_TRUE(contains(r.status().message(), "the file has " + std::to_string(pages.size()))) << r.status().message();
+  }
+  EXPECT_GE(files, 1u);
+  // Formats with one page refuse any other.
+  ImageDecodeLimits one;
+  one.page = 1;
+  auto r = load_image_file(kDataDir + "/images/png_rgb8_1x1.png", one);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(contains(r.status().message(), "one page")) << r.status().message();
+}
+
 TEST(ImageDecode, DetectsFormatsFromMagicBytes) {
   auto detect = [](const std::string& rel) { return detect_image_format(read_bytes(rel)); };
   EXPECT_EQ(detect("images/jpeg_1x1.jpg"), ImageFormat::kJpeg);
@@ -80,6 +115,9 @@ TEST(ImageDecode, DetectsFormatsFromMagicBytes) {
   EXPECT_EQ(detect("images/ppm_p6_33x17.ppm"), ImageFormat::kNetpbm);
   EXPECT_EQ(detect("images/pbm_p1_plain_13x6.pbm"), ImageFormat::kNetpbm);
   EXPECT_EQ(detect("images/ico_png_16_32_48.ico"), ImageFormat::kIco);
+  EXPECT_EQ(detect("images/tiff_rgb_raw_40x30.tif"), ImageFormat::kTiff);
+  EXPECT_EQ(detect("images/tiff_rgb16_be_lzw_pred_33x17.tif"), ImageFormat::kTiff);
+  EXPECT_EQ(detect("images/tiff_bigtiff_rgb_33x17.tif"), ImageFormat::kTiff);
   EXPECT_EQ(detect("images/bad/text.txt"), ImageFormat::kUnknown);
   EXPECT_EQ(detect("images/bad/empty.bin"), ImageFormat::kUnknown);
   EXPECT_STREQ(image_format_name(ImageFormat::kWebp), "WebP");
@@ -89,6 +127,8 @@ TEST(ImageDecode, DetectsFormatsFromMagicBytes) {
 // What each bad file's error must mention.
 std::string expected_error_part(const std::string& name) {
   if (contains(name, "bomb")) return "over the limit";
+  if (name == "tiff_grey_premultiplied_alpha.tif") return "La";
+  if (name.rfind("tiff_", 0) == 0) return "TIFF";
   if (contains(name, "zero_size")) return "at least 1";
   if (name == "empty.bin" || name == "zero.gif") return "empty";
   if (name == "random.bin" || name == "text.txt") return "unknown image format";

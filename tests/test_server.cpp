@@ -123,6 +123,32 @@ TEST_F(ServerApi, ImagesTheTemplateDropsAreDroppedWithAWarning) {
   EXPECT_NE(o.json_body()["warnings"][0].get<std::string>().find("messages[1].images: 2 image(s)"), std::string::npos) << o.body;
 }
 
+// A multi-page TIFF: an image part's "page" picks the page (0, the first, by default, as the reference
+// opens the file); a page past the last is a 400 that says how many there are.
+TEST_F(ServerApi, PageOfAMultiPageTiff) {
+  start(test::test_options());
+  auto ask = [&](json url_extra) {
+    json url = json{{"url", data_uri("tiff_multipage_3.tif", "image/tiff")}};
+    for (auto it = url_extra.begin(); it != url_extra.end(); ++it) url[it.key()] = it.value();
+    json msg = json{{"role", "user"}, {"content", json::array({json{{"type", "image_url"}, {"image_url", url}},
+                                                               json{{"type", "text"}, {"text", "What?"}}})}};
+    return post("/v1/chat/completions", json{{"messages", json::array({msg})}, {"max_tokens", 2}, {"temperature", 0}});
+  };
+  auto tokens = [](const Reply& r) { return r.json_body()["timings"]["image_tokens"].get<int>(); };
+  const Reply first = ask(json::object()), page0 = ask(json{{"page", 0}}), page1 = ask(json{{"page", 1}});
+  ASSERT_EQ(first.status, 200) << first.body;
+  ASSERT_EQ(page1.status, 200) << page1.body;
+  // Page 0 is 40x30 (224x320 after smart_resize: 70 tokens), page 1 is 20x10 (192x384: 72 tokens).
+  EXPECT_EQ(tokens(first), 70);
+  EXPECT_EQ(tokens(page0), 70);
+  EXPECT_EQ(tokens(page1), 72);
+  const Reply past = ask(json{{"page", 3}});
+  EXPECT_EQ(past.status, 400);
+  EXPECT_NE(past.body.find("the file has 3"), std::string::npos) << past.body;
+  EXPECT_EQ(ask(json{{"page", -1}}).status, 400);
+  EXPECT_EQ(ask(json{{"page", "2"}}).status, 400);
+}
+
 // Per-image resolution in a message's image part: qwen-vl-utils' fields and OpenAI's detail, bounded by the
 // server's limit; the same bounds per image or server-wide give the same prompt and the same answer.
 TEST_F(ServerApi, PerImageResolution) {

@@ -61,6 +61,8 @@ int cmd_chat(const Args& args) {
   add_weight_options(cli, weight_types);
   add_context_options(cli, opts.context, opts.kv_type);
   add_image_size_options(cli, opts.image.min_pixels, opts.image.max_pixels);
+  ImageDecodeLimits decode;
+  add_image_page_option(cli, decode.page);
   if (auto rc = cli.parse_args(args)) return *rc;
   const std::string& cmd = cli.command();
   {
@@ -70,7 +72,7 @@ int cmd_chat(const Args& args) {
   }
   std::vector<ImageRGB> pending;  // attached to the next user message
   for (const std::string& path : image_paths) {
-    auto img = load_image_file(path);
+    auto img = load_image_file(path, decode);
     if (!img.ok()) return fail(cmd, img.status().message());
     pending.push_back(std::move(img).value());
   }
@@ -147,7 +149,7 @@ int cmd_chat(const Args& args) {
         std::fputs("usage: /image PATH\n", stderr);
         continue;
       }
-      auto img = load_image_file(path);
+      auto img = load_image_file(path, decode);
       if (!img.ok()) {
         std::fprintf(stderr, "%s\n", img.status().message().c_str());
         continue;

@@ -18,6 +18,8 @@ int cmd_preprocess(const Args& args) {
   add_model_option(cli, model, ModelSpec::kDirectoryOrHubId)->required();
   add_image_option(cli, image_path)->required();
   add_image_size_options(cli, opts.min_pixels, opts.max_pixels);
+  ImageDecodeLimits decode;
+  add_image_page_option(cli, decode.page);
   cli.add_option("--out", out_path, "write pixel_values as float32 .npy")->type_name("FILE.npy");
   if (auto rc = cli.parse_args(args)) return *rc;
   {  // a hub id only from the cache: these commands read no weights
@@ -29,7 +31,7 @@ int cmd_preprocess(const Args& args) {
   const std::string& cmd = cli.command();
   auto config = ImageProcessorConfig::load(model);
   if (!config.ok()) return fail(cmd, config.status().message());
-  auto image = load_image_file(image_path);
+  auto image = load_image_file(image_path, decode);
   if (!image.ok()) return fail(cmd, image.status().message());
   auto pre = preprocess_image(*image, *config, opts);
   if (!pre.ok()) return fail(cmd, image_path + ": " + pre.status().message());

@@ -45,6 +45,8 @@ int cmd_run(const Args& args) {
   add_weight_options(cli, weight_types);
   add_context_options(cli, opts.context, opts.kv_type);
   add_image_size_options(cli, opts.image.min_pixels, opts.image.max_pixels);
+  ImageDecodeLimits decode;
+  add_image_page_option(cli, decode.page);
   cli.add_option("--dump", dump_dir, "write every named intermediate as .npy, and generated_ids.json, into DIR")
       ->type_name("DIR");
   if (auto rc = cli.parse_args(args)) return *rc;
@@ -59,7 +61,7 @@ int cmd_run(const Args& args) {
   // Images first, so a bad file fails before the model loads.
   std::vector<ImageRGB> images;
   for (const std::string& path : image_paths) {
-    auto img = load_image_file(path);
+    auto img = load_image_file(path, decode);
     if (!img.ok()) return fail(cmd, img.status().message());
     images.push_back(std::move(img).value());
   }

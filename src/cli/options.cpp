@@ -257,10 +257,17 @@ void add_image_size_options(CLI::App& app, int64_t& min_pixels, int64_t& max_pix
       ->default_str(shown(max_pixels));
 }
 
+void add_image_page_option(CLI::App& app, int& page) {
+  app.add_option("--page", page, "the page of a multi-page image file (TIFF) to read, counting from 0")
+      ->type_name("N")
+      ->check(integer_in(0, 9999))
+      ->default_str("0");
+}
+
 // ---- Prompt --------------------------------------------------------------------------------------------------
 
 CLI::Option* add_image_option(CLI::App& app, std::vector<std::string>& images) {
-  return app.add_option("-i,--image", images, "an image file (JPEG, PNG, WebP, GIF, BMP, ICO, PBM/PGM/PPM); repeat for several, in order")
+  return app.add_option("-i,--image", images, "an image file (JPEG, PNG, WebP, GIF, BMP, ICO, PBM/PGM/PPM, TIFF); repeat for several, in order")
       ->type_name("FILE")
       ->allow_extra_args(false)  // one file per --image, as "-i a.png -p TEXT" reads
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

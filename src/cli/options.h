@@ -61,6 +61,8 @@ void add_context_options(CLI::App& app, int64_t& context, KVType& kv_type);
 
 // ---- Image size: --min-pixels N, --max-pixels N (1..2^40; -1: the model's preprocessor_config.json) -------
 void add_image_size_options(CLI::App& app, int64_t& min_pixels, int64_t& max_pixels);
+// --page N: the page of multi-page image files (TIFF) that --image reads; 0, the first, by default.
+void add_image_page_option(CLI::App& app, int& page);
 
 // ---- Prompt: --image/-i FILE, -p/--prompt TEXT ------------------------------------------------------------
 CLI::Option* add_image_option(CLI::App& app, std::vector<std::string>& images);  // repeatable, in order

@@ -1,4 +1,4 @@
-// Decoding JPEG, PNG, WebP, GIF and BMP files to 8-bit RGB the way PIL.Image.open ->
+// Decoding JPEG, PNG, WebP, GIF, BMP, ICO, Netpbm and TIFF files to 8-bit RGB the way PIL.Image.open ->
 // ImageOps.exif_transpose -> convert("RGB") does (Pillow 13), using the codec libraries Pillow uses.
 //
 // What "the way PIL does" means here, format by format (each checked against Pillow in
@@ -17,6 +17,8 @@
 //         palette) means the index is the grey level; otherwise indices past the palette are black.
 //   BMP   own parser, a port of PIL's BmpImagePlugin (raw, bitfields, RLE8, RLE4), including its
 //         quirk of reading a black-and-white palette image as 1-bit data.
+//   ICO, Netpbm: io/netpbm.cpp and decode_ico below; TIFF: io/tiff.cpp (libtiff, Pillow's TIFF modes),
+//         its orientation from its own Orientation tag, else tiff:Orientation in its XMP tag.
 //   EXIF  Orientation from IFD0 (JPEG APP1, PNG eXIf / tEXt "exif" / "Raw profile type exif", WebP
 //         EXIF), else tiff:Orientation in XMP; applied as PIL's Image.transpose methods.
 // A file cut short is refused exactly when PIL refuses it: PIL keeps an image whose rows are complete
@@ -33,6 +35,7 @@
 //   - Lossless JPEG (SOF3): Debian's libjpeg-turbo 2.1 cannot decode it; Pillow's 3.x can.
 #include "io/image.h"
 #include "io/netpbm.h"
+#include "io/tiff.h"
 
 #include <algorithm>
 #include <cmath>
@@ -1331,6 +1334,7 @@ const char* image_format_name(ImageFormat f) {
     case ImageFormat::kBmp: return "BMP";
     case ImageFormat::kNetpbm: return "Netpbm";
     case ImageFormat::kIco: return "ICO";
+    case ImageFormat::kTiff: return "TIFF";
     case ImageFormat::kUnknown: break;
   }
   return "unknown";
@@ -1348,13 +1352,18 @@ ImageFormat detect_image_format(std::span<const uint8_t> b) {
   if (starts("BM", 2)) return ImageFormat::kBmp;
   if (is_netpbm(b)) return ImageFormat::kNetpbm;
   if (starts("\0\0\1\0", 4)) return ImageFormat::kIco;
+  if (is_tiff(b)) return ImageFormat::kTiff;
   return ImageFormat::kUnknown;
 }
 
 Result<ImageRGB> decode_image(std::span<const uint8_t> bytes, const ImageDecodeLimits& limits) {
-  if (bytes.empty()) return Status::Error("empty image data (0 bytes), expected a JPEG, PNG, WebP, GIF, BMP or Netpbm file");
+  if (bytes.empty()) return Status::Error("empty image data (0 bytes), expected a JPEG, PNG, WebP, GIF, BMP, ICO, Netpbm or TIFF file");
   Result<Decoded> r = Status::Error("unreachable");
-  switch (detect_image_format(bytes)) {
+  const ImageFormat format = detect_image_format(bytes);
+  if (limits.page != 0 && format != ImageFormat::kTiff && format != ImageFormat::kUnknown)
+    return Status::Error("page " + std::to_string(limits.page) + " requested, but a " + image_format_name(format) +
+                         " file has one page (pages count from 0; multi-page files: TIFF)");
+  switch (format) {
     case ImageFormat::kJpeg: r = decode_jpeg(bytes, limits); break;
     case ImageFormat::kPng: r = decode_png(bytes, limits); break;
     case ImageFormat::kWebp: r = decode_webp(bytes, limits); break;
@@ -1366,6 +1375,15 @@ Result<ImageRGB> decode_image(std::span<const uint8_t> bytes, const ImageDecodeL
       if (!img.ok()) return img.status();
       return img;  // no metadata, no orientation
     }
+    case ImageFormat::kTiff: {
+      auto t = decode_tiff(bytes, limits, [&](uint64_t w, uint64_t h) { return check_size("TIFF", w, h, limits); });
+      if (!t.ok()) return t.status();
+      TiffImage ti = std::move(t).value();
+      // exif_transpose reads a TIFF's orientation from its own tags, or else from its XMP packet.
+      int orientation = ti.orientation;
+      if (orientation == 0 && ti.has_xmp) orientation = xmp_orientation(ti.xmp);
+      return apply_orientation(std::move(ti.image), orientation);
+    }
     case ImageFormat::kUnknown: {
       std::string head;
       char buf[4];
@@ -1374,7 +1392,7 @@ Result<ImageRGB> decode_image(std::span<const uint8_t> bytes, const ImageDecodeL
         head += (i ? " " : "") + std::string(buf);
       }
       return Status::Error("unknown image format: the data starts with " + head +
-                           ", expected a JPEG, PNG, WebP, GIF, BMP, ICO or Netpbm (PBM/PGM/PPM) file");
+                           ", expected a JPEG, PNG, WebP, GIF, BMP, ICO, Netpbm (PBM/PGM/PPM) or TIFF file");
     }
   }
   if (!r.ok()) return r.status();

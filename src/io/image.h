@@ -1,4 +1,4 @@
-// Decoding image files (JPEG, PNG, WebP, GIF, BMP, ICO, Netpbm) to 8-bit RGB exactly as the reference loads them:
+// Decoding image files (JPEG, PNG, WebP, GIF, BMP, ICO, Netpbm, TIFF) to 8-bit RGB exactly as the reference loads them:
 // PIL.Image.open -> ImageOps.exif_transpose -> convert("RGB") (transformers.image_utils.load_image).
 #pragma once
 
@@ -34,9 +34,12 @@ struct ImageDecodeLimits {
   // resized to. Those pixels then differ slightly from a full decode (the reference decodes in full); images
   // under the threshold, and every other format, are decoded in full. 0: never reduce.
   int jpeg_reduce_factor = 0;
+  // The page of a multi-page TIFF to decode: 0 is the first, the one the reference opens. Other formats
+  // have one page (an animation's first frame is what the reference reads) and refuse a page above 0.
+  int page = 0;
 };
 
-enum class ImageFormat { kUnknown, kJpeg, kPng, kWebp, kGif, kBmp, kNetpbm, kIco };
+enum class ImageFormat { kUnknown, kJpeg, kPng, kWebp, kGif, kBmp, kNetpbm, kIco, kTiff };
 const char* image_format_name(ImageFormat f);
 
 // Sniffs the format from the first bytes (magic numbers), not from a file name.

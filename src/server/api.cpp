@@ -239,7 +239,7 @@ ImageBudget image_budget(const ApiContext& ctx, const GenerateOptions& options) 
 std::optional<ApiError> make_inference_request(const ApiContext& ctx,
                                                const std::vector<std::pair<std::string, std::string>>& images,
                                                std::vector<ChatMessage> messages, GenerateOptions options,
-                                               InferenceRequest& out) {
+                                               InferenceRequest& out, const std::vector<int>& pages) {
   ImageBudget budget = image_budget(ctx, options);
   const Model* model = ctx.scheduler.model();
   const ImageProcessorConfig pc = model ? model->image_config() : ImageProcessorConfig{};
@@ -248,6 +248,7 @@ std::optional<ApiError> make_inference_request(const ApiContext& ctx,
     // Each image's own bounds, as the session will preprocess it (image_options).
     const PreprocessOptions o = image_options(options, k, pc);
     budget.set_bounds(o.min_pixels, o.max_pixels, o.resized_height, o.resized_width);
+    budget.set_page(k < pages.size() ? pages[k] : 0);
     auto img = load_request_image(ref, ctx.images, where, &budget);
     if (!img.ok()) return ApiError{400, img.status().message(), "invalid_image", where};
     out.images.push_back(std::move(img).value());

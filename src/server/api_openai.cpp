@@ -85,7 +85,7 @@ void chat_completions(ApiContext& ctx, const http::Request& req, http::Response&
   ChatCompletionRequest& r = *parsed;
 
   InferenceRequest ir;
-  if (auto e = make_inference_request(ctx, r.images, std::move(r.messages), std::move(r.options), ir)) return fail(*e);
+  if (auto e = make_inference_request(ctx, r.images, std::move(r.messages), std::move(r.options), ir, r.pages)) return fail(*e);
 
   const std::string model = r.model.empty() ? ctx.options.model_id : r.model;
   const std::string id = random_id("chatcmpl-");

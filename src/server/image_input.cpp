@@ -149,6 +149,7 @@ ImageBudget::ImageBudget(int64_t max_tokens, int64_t min_pixels, int64_t max_pix
 ImageDecodeLimits ImageBudget::limits(const ImageDecodeLimits& base) {
   ImageDecodeLimits l = base;
   l.admit = [this](int64_t w, int64_t h) { return admit(w, h); };
+  l.page = page_;
   return l;
 }
 

@@ -31,11 +31,14 @@ class ImageBudget {
   // The next images' own bounds (a request's per-image min/max pixels, or an exact resized size as
   // preprocess_size takes it: at least 4 tokens, at most max_pixels); resized <= 0: the image's size.
   void set_bounds(int64_t min_pixels, int64_t max_pixels, int64_t resized_height = -1, int64_t resized_width = -1);
+  // The page of a multi-page file (TIFF) the next image is read from.
+  void set_page(int page) { page_ = page; }
 
  private:
   Result<int64_t> admit(int64_t width, int64_t height);
   int64_t max_tokens_, min_pixels_, max_pixels_;
   int64_t resized_height_ = -1, resized_width_ = -1;
+  int page_ = 0;
   int factor_;
   int images_ = 0;
   int64_t tokens_ = 0;

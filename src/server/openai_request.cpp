@@ -61,6 +61,22 @@ Result<PreprocessOptions> image_size_fields(const json& part, const std::string&
   return o;
 }
 
+// A qvl extension on an image part (or inside its image_url): "page", the page of a multi-page file (TIFF)
+// to read, counting from 0; the first by default, as the reference opens such a file.
+Result<int> image_page_field(const json& part, const std::string& where) {
+  int64_t page = 0;
+  for (const json* obj : {&part, part.contains("image_url") && part["image_url"].is_object() ? &part["image_url"] : nullptr}) {
+    if (!obj) continue;
+    const std::string w = obj == &part ? where : where + ".image_url";
+    if (!obj->contains("page")) continue;
+    int64_t v = 0;
+    QVL_RETURN_IF_ERROR(read_int(*obj, "page", v, w));
+    if (v < 0 || v > 9999) return Status::Error(w + ".page: expected 0 to 9999, got " + std::to_string(v));
+    page = v;
+  }
+  return static_cast<int>(page);
+}
+
 // Images in system and assistant messages are dropped, as the chat template drops them (it shows images in
 // user and tool messages only), with a warning in the response.
 Status collect_images(const json& messages, ChatCompletionRequest& out) {
@@ -87,6 +103,8 @@ Status collect_images(const json& messages, ChatCompletionRequest& out) {
         out.images.emplace_back(std::move(ref), where + (part.contains("image_url") ? ".image_url" : ".image"));
         QVL_ASSIGN_OR_RETURN(PreprocessOptions size, image_size_fields(part, where));
         out.options.per_image.push_back(size);
+        QVL_ASSIGN_OR_RETURN(int page, image_page_field(part, where));
+        out.pages.push_back(page);
       } else if (type == "video" || part.contains("video")) {
         return Status::Error(where + ": video input is not supported; send frames as images");
       } else if (!type.empty() && type != "text") {

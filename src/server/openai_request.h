@@ -17,6 +17,7 @@ struct ChatCompletionRequest {
   std::string model;
   std::vector<ChatMessage> messages;
   std::vector<std::pair<std::string, std::string>> images;  // (reference, where), in prompt order
+  std::vector<int> pages;  // [images.size()]: the page of a multi-page file (TIFF) each image is read from
   GenerateOptions options;
   bool stream = false;
   bool include_usage = false;

@@ -392,6 +392,20 @@ def reference_load_bytes(data):
         return None
 
 
+def reference_pages(path):
+    """[width, height, sha256 of the RGB bytes] of each page (frame) of a TIFF, as load_image would give it
+    after Image.seek(k)."""
+    out = []
+    im = PIL.Image.open(path)
+    if im.format != "TIFF":
+        return out
+    for k in range(getattr(im, "n_frames", 1)):
+        im.seek(k)
+        rgb = PIL.ImageOps.exif_transpose(im).convert("RGB")
+        out.append([rgb.width, rgb.height, hashlib.sha256(np.asarray(rgb, dtype=np.uint8).tobytes()).hexdigest()])
+    return out
+
+
 def sample_points(w, h):
     pts = [(0, 0), (w - 1, 0), (0, h - 1), (w - 1, h - 1), (w // 2, h // 2), (w // 3, (2 * h) // 3),
            ((7 * w) // 8, h // 5)]
@@ -692,6 +706,65 @@ def main():
     idx1 = index_image(20, 12, 2, 177)
     wb("ico_bmp1_20x12.ico", ico_file([(20, 12, 2, 0, dib_entry(20, 12, 1, idx1, [(10, 20, 30), (250, 240, 230)]))]))
 
+    # ---------------- TIFF: Pillow's writer (its libtiff codecs) and tifffile (layouts Pillow cannot write)
+    import tifffile
+
+    def tif(name, data, **kw):
+        buf = io.BytesIO()
+        tifffile.imwrite(buf, data, **kw)
+        wb(name, buf.getvalue())
+
+    base = Image.fromarray(photo(40, 30, 301))
+    for comp in ["raw", "tiff_lzw", "tiff_adobe_deflate", "packbits", "jpeg"]:
+        save_pil(base, "tiff_rgb_%s_40x30.tif" % comp, format="TIFF", compression=comp)
+    save_pil(base.convert("YCbCr"), "tiff_ycbcr_jpeg_40x30.tif", format="TIFF", compression="jpeg")
+    tif("tiff_ycbcr_jpeg_sub22_40x30.tif", photo(40, 30, 302), photometric="ycbcr", compression="jpeg",
+        subsampling=(2, 2))
+    bw = base.convert("L").point(lambda v: 255 if v > 120 else 0).convert("1")
+    for comp in ["raw", "group3", "group4", "tiff_lzw"]:
+        save_pil(bw, "tiff_bilevel_%s_40x30.tif" % comp, format="TIFF", compression=comp)
+    tif("tiff_bilevel_miniswhite_tiled_50x40.tif", photo(50, 40, 303)[..., 0] > 128, photometric="miniswhite",
+        tile=(16, 16), compression="lzw")
+    save_pil(base.convert("L"), "tiff_grey8_deflate_40x30.tif", format="TIFF", compression="tiff_adobe_deflate")
+    tif("tiff_grey8_miniswhite_9x7.tif", photo(9, 7, 304)[..., 0], photometric="miniswhite")
+    tif("tiff_grey8_signed_9x7.tif", (photo(9, 7, 305)[..., 0].astype(np.int16) - 128).astype(np.int8),
+        photometric="minisblack")
+    tif("tiff_grey4_9x7.tif", photo(9, 7, 306)[..., 0] >> 4, bitspersample=4, photometric="minisblack")
+    tif("tiff_grey2_miniswhite_9x7.tif", photo(9, 7, 307)[..., 0] >> 6, bitspersample=2, photometric="miniswhite")
+    save_pil(Image.fromarray(photo16(33, 17, 308, 1)[..., 0]), "tiff_grey16_33x17.tif", format="TIFF")
+    tif("tiff_grey16_be_deflate_pred_33x17.tif", photo16(33, 17, 309, 1)[..., 0] // 200, byteorder=">",
+        compression="zlib", predictor=True)
+    save_pil(base.convert("LA"), "tiff_la_40x30.tif", format="TIFF")
+    save_pil(Image.fromarray(photo(40, 30, 310, 4)), "tiff_rgba_40x30.tif", format="TIFF", compression="tiff_lzw")
+    premul = photo(12, 10, 311, 4)
+    premul[..., 3] = np.linspace(0, 255, 120).reshape(10, 12).astype(np.uint8)  # alpha 0 and 255 included
+    premul[..., :3] = (premul[..., :3].astype(np.uint32) * premul[..., 3:4] // 255).astype(np.uint8)
+    tif("tiff_rgba_premultiplied_12x10.tif", premul, photometric="rgb", extrasamples=[1])
+    tif("tiff_rgbx_12x10.tif", photo(12, 10, 312, 4), photometric="rgb", extrasamples=[0])
+    tif("tiff_rgb16_33x17.tif", photo16(33, 17, 313, 3), photometric="rgb")
+    tif("tiff_rgb16_be_lzw_pred_33x17.tif", photo16(33, 17, 314, 3), photometric="rgb", byteorder=">",
+        compression="lzw", predictor=True)
+    tif("tiff_rgb_be_planar_33x17.tif", np.moveaxis(photo(33, 17, 315), -1, 0), photometric="rgb",
+        planarconfig="separate", byteorder=">")
+    tif("tiff_rgb_tiled_50x40.tif", photo(50, 40, 316), photometric="rgb", tile=(16, 16), compression="zlib")
+    tif("tiff_rgb_tiled_planar_50x40.tif", np.moveaxis(photo(50, 40, 317), -1, 0), photometric="rgb",
+        planarconfig="separate", tile=(16, 16), compression="packbits")
+    tif("tiff_rgb_strips_zstd_33x17.tif", photo(33, 17, 318), photometric="rgb", compression="zstd", rowsperstrip=5)
+    tif("tiff_bigtiff_rgb_33x17.tif", photo(33, 17, 319), photometric="rgb", bigtiff=True)
+    save_pil(base.convert("P", palette=Image.Palette.ADAPTIVE, colors=200), "tiff_palette8_lzw_40x30.tif",
+             format="TIFF", compression="tiff_lzw")
+    save_pil(base.convert("PA"), "tiff_palette_alpha_40x30.tif", format="TIFF")
+    save_pil(base.convert("CMYK"), "tiff_cmyk_lzw_40x30.tif", format="TIFF", compression="tiff_lzw")
+    tif("tiff_cmyk16_12x10.tif", photo16(12, 10, 320, 4), photometric="separated")
+    oriented = base.copy()
+    exif = oriented.getexif()
+    exif[274] = 6
+    save_pil(oriented, "tiff_orientation6_40x30.tif", format="TIFF", exif=exif)
+    tif("tiff_xmp_orientation8_12x10.tif", photo(12, 10, 321), photometric="rgb",
+        extratags=[(700, "B", 0, xmp_packet(8), True)])
+    save_pil(base, "tiff_multipage_3.tif", format="TIFF", save_all=True, compression="tiff_lzw",
+             append_images=[Image.fromarray(photo(20, 10, 322)).convert("L"), Image.fromarray(photo(17, 23, 323))])
+
     # ---------------- Bad files
     def bad(name, data):
         with open(os.path.join(BAD, name), "wb") as f:
@@ -743,6 +816,24 @@ def main():
     bad("ppm_raw_truncated.ppm", b"P6\n4 4\n255\n" + b"\x80" * 47)
     bad("ppm_bomb_100000x100000.ppm", b"P6\n100000 100000\n255\n" + b"\0" * 30)
     bad("pam_p7.pam", b"P7\nWIDTH 1\nHEIGHT 1\nDEPTH 3\nMAXVAL 255\nTUPLTYPE RGB\nENDHDR\n\0\0\0")
+    # TIFF: a header claiming 100000 x 100000 pixels, an IFD past the end, premultiplied grey + alpha
+    # (Pillow's La, which it cannot convert to RGB), a page past the last.
+    def tiff_ifd(entries, data=b""):  # a little-endian classic TIFF with one IFD of (tag, type, value)
+        ifd = struct.pack("<H", len(entries))
+        for tag, typ, value in sorted(entries):
+            ifd += struct.pack("<HHI", tag, typ, 1) + (struct.pack("<HH", value, 0) if typ == 3 else struct.pack("<I", value))
+        ifd += b"\0\0\0\0"
+        return b"II*\0" + struct.pack("<I", 8) + ifd + data
+    n_entries = 8
+    data_at = 8 + 2 + 12 * n_entries + 4
+    bomb = tiff_ifd([(256, 4, 100000), (257, 4, 100000), (258, 3, 8), (259, 3, 1), (262, 3, 1),
+                     (273, 4, data_at), (278, 4, 100000), (279, 4, 64)], b"\0" * 64)
+    bad("tiff_bomb_100000x100000.tif", bytes(bomb))
+    bad("tiff_ifd_beyond_end.tif", b"II*\0" + struct.pack("<I", 100000) + b"\0" * 8)
+    buf = io.BytesIO()
+    tifffile.imwrite(buf, photo(6, 5, 324)[..., :2], photometric="minisblack", extrasamples=[1])
+    bad("tiff_grey_premultiplied_alpha.tif", buf.getvalue())
+    bad("tiff_header_only.tif", b"MM\0*\0\0\0\x08")
     pc = bytearray(read("png_gray8_1000x5.png"))
     pc[8 + 8 + 13] ^= 0xFF  # corrupt the IHDR CRC
     bad("png_bad_ihdr_crc.png", bytes(pc))
@@ -770,6 +861,9 @@ def main():
             # [length, first 16 hex digits of the RGB sha256, or null where PIL refuses the cut file]
             "truncations": [[c, reference_load_bytes(data[:c])] for c in truncation_cuts(len(data))],
         })
+        pages = reference_pages(path)
+        if len(pages) > 1:
+            golden["images"][-1]["pages"] = pages
     for name in sorted(os.listdir(BAD)):
         try:
             im, _ = reference_load(os.path.join(BAD, name))
