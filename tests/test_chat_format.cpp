@@ -20,9 +20,9 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// tests/data/chat_golden.json, written by tools/reference/gen_chat_goldens.py.
-json load_goldens() {
-  const std::string path = std::string(QVL_TEST_DATA_DIR) + "/chat_golden.json";
+// tests/data/chat_golden.json (or chat_thinking_golden.json), written by tools/reference/gen_chat_goldens.py.
+json load_goldens(const char* file = "chat_golden.json") {
+  const std::string path = std::string(QVL_TEST_DATA_DIR) + "/" + file;
   std::ifstream in(path, std::ios::binary);
   EXPECT_TRUE(in.good()) << "cannot open " << path
                          << "; hint: run tools/reference/.venv/bin/python tools/reference/gen_chat_goldens.py";
@@ -40,10 +40,10 @@ std::string first_difference(const std::string& got, const std::string& want) {
          "\n  want: ..." + json(want.substr(from, 100)).dump();
 }
 
-TEST(ChatFormat, GoldensMatchTransformers) {
-  const json goldens = load_goldens();
+void check_goldens(const char* file, ChatTemplateKind kind, size_t at_least) {
+  const json goldens = load_goldens(file);
   ASSERT_TRUE(goldens.is_array());
-  EXPECT_GE(goldens.size(), 50u);
+  EXPECT_GE(goldens.size(), at_least);
   for (const json& c : goldens) {
     const std::string name = c.at("name").get<std::string>();
     SCOPED_TRACE(name);
@@ -55,10 +55,33 @@ TEST(ChatFormat, GoldensMatchTransformers) {
     options.add_generation_prompt = c.at("add_generation_prompt").get<bool>();
     options.add_vision_id = c.at("add_vision_id").get<bool>();
     options.tools = *tools;
+    options.kind = kind;
     const std::string want = c.at("expected").get<std::string>();
     const std::string got = render_chat(*messages, options);
     EXPECT_EQ(got, want) << first_difference(got, want);
   }
+}
+
+TEST(ChatFormat, GoldensMatchTransformers) { check_goldens("chat_golden.json", ChatTemplateKind::kInstruct, 50); }
+
+// The Thinking models' template: reasoning_content and <think> blocks, the last real query after tool
+// responses, the generation prompt that opens a <think> block.
+TEST(ChatFormat, ThinkingGoldensMatchTransformers) {
+  check_goldens("chat_thinking_golden.json", ChatTemplateKind::kThinking, 80);
+}
+
+// The template is told apart by its text: the shipped Instruct and Thinking templates, and the Jinja spelling.
+TEST(ChatFormat, TemplateKindFromItsText) {
+  auto read = [](const std::string& rel) {
+    std::ifstream in(std::string(QVL_TEST_DATA_DIR) + "/../../models/" + rel, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return json::parse(ss.str()).at("chat_template").get<std::string>();
+  };
+  EXPECT_EQ(chat_template_kind(read("qwen3-vl-2b-instruct/chat_template.json")), ChatTemplateKind::kInstruct);
+  EXPECT_EQ(chat_template_kind(read("qwen3-vl-2b-thinking/chat_template.json")), ChatTemplateKind::kThinking);
+  EXPECT_EQ(chat_template_kind("{{- '<|im_start|>assistant\\n' }}"), ChatTemplateKind::kInstruct);
+  EXPECT_STREQ(chat_template_kind_name(ChatTemplateKind::kThinking), "thinking");
 }
 
 TEST(ChatFormat, StructsWithoutJson) {

@@ -38,7 +38,7 @@ TEST_F(ServerApi, HealthModelsPageAndVersion) {
   Reply show = post("/api/show", json{{"model", "tiny"}});
   ASSERT_EQ(show.status, 200);
   EXPECT_TRUE(show.json_body()["model_info"].is_object());
-  EXPECT_EQ(show.json_body()["capabilities"], json::array({"completion", "vision"}));
+  EXPECT_EQ(show.json_body()["capabilities"], json::array({"completion", "vision", "tools"}));
   EXPECT_EQ(get("/api/ps").json_body()["models"].size(), 1u);
 }
 

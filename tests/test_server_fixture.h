@@ -53,6 +53,27 @@ inline const std::string& tiny_model_dir() {
   return *dir;
 }
 
+// The tiny model with the Thinking models' chat template (models/qwen3-vl-2b-thinking): its files linked,
+// chat_template.json replaced. Removed at exit like the tiny model.
+inline const std::string& tiny_thinking_model_dir() {
+  static const std::string* dir = [] {
+    namespace fs = std::filesystem;
+    const fs::path tiny = tiny_model_dir();
+    auto* d = new std::string(tiny.string() + "-thinking");
+    fs::create_directories(*d);
+    for (const auto& e : fs::directory_iterator(tiny))
+      if (e.path().filename() != "chat_template.json") fs::create_symlink(e.path(), fs::path(*d) / e.path().filename());
+    fs::copy_file(fs::path(model_files_dir()) / ".." / "qwen3-vl-2b-thinking" / "chat_template.json",
+                  fs::path(*d) / "chat_template.json", fs::copy_options::overwrite_existing);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(tiny_thinking_model_dir(), ec);
+    });
+    return d;
+  }();
+  return *dir;
+}
+
 inline std::string image_base64(const std::string& name) {
   auto bytes = read_file_bytes(data_dir() + "/images/" + name);
   EXPECT_TRUE(bytes.ok()) << bytes.status().message();

@@ -74,6 +74,9 @@ int cmd_run(const Args& args) {
   std::fprintf(stderr, "loaded in %.0f ms (%.2f GB of weights mapped; text %s, vision %s), %d threads, %s kernels\n",
                load_ms, (*model)->mapped_bytes() / 1e9, weight_type_name((*model)->text_weight_type()),
                weight_type_name((*model)->vision_weight_type()), threads, kernels().name);
+  if (!(*model)->kept_matrices().empty())
+    std::fprintf(stderr, "%zu matrices kept their stored type (widths not a multiple of 32, e.g. %s)\n",
+                 (*model)->kept_matrices().size(), (*model)->kept_matrices()[0].c_str());
 
   auto defaults = SamplingParams::from_generation_config((*model)->generation());
   if (!defaults.ok()) return fail(cmd, defaults.status().message());

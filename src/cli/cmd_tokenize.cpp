@@ -9,6 +9,7 @@
 
 #include "cli/model_arg.h"
 #include "cli/options.h"
+#include "model/model.h"
 #include "tokenizer/chat_format.h"
 #include "tokenizer/chat_json.h"
 #include "tokenizer/tokenizer.h"
@@ -29,8 +30,8 @@ void print_ids(const std::vector<int32_t>& ids, bool json) {
 }
 
 // A conversation file: {"messages": [...], "tools": [...]} as sent to /v1/chat/completions, or the bare list.
-int tokenize_chat(const std::string& cmd, const Tokenizer& tok, const std::string& path, bool json, bool show_prompt,
-                  bool add_generation_prompt) {
+int tokenize_chat(const std::string& cmd, const Tokenizer& tok, ChatTemplateKind kind, const std::string& path, bool json,
+                  bool show_prompt, bool add_generation_prompt) {
   auto text = read_file_text(path, 64 << 20);
   if (!text.ok()) return fail(cmd, text.status().message());
   const auto body = nlohmann::ordered_json::parse(*text, nullptr, /*allow_exceptions=*/false);
@@ -38,6 +39,7 @@ int tokenize_chat(const std::string& cmd, const Tokenizer& tok, const std::strin
   const nlohmann::ordered_json* msgs = &body;
   ChatOptions options;
   options.add_generation_prompt = add_generation_prompt;
+  options.kind = kind;
   if (body.is_object()) {
     if (!body.contains("messages")) return fail(cmd, path + ": expected {\"messages\": [...]} or a list of messages");
     msgs = &body["messages"];
@@ -98,7 +100,11 @@ int cmd_tokenize(const Args& args) {
 
   auto tok = Tokenizer::load(model);
   if (!tok.ok()) return fail(cmd, tok.status().message());
-  if (!chat.empty()) return tokenize_chat(cmd, *tok, chat, json, prompt, !no_generation_prompt);
+  if (!chat.empty()) {
+    auto kind = read_chat_template_kind(model);
+    if (!kind.ok()) return fail(cmd, kind.status().message());
+    return tokenize_chat(cmd, *tok, *kind, chat, json, prompt, !no_generation_prompt);
+  }
   if (!t->empty()) {
     print_ids(tok->encode(text, special), json);
     return 0;

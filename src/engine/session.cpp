@@ -86,7 +86,9 @@ Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vec
   }
 
   // The prompt: chat format -> ids (image pads expanded) -> 3-D positions -> cache keys.
-  const RenderedChat chat = render_chat_with_spans(messages, options.chat);
+  ChatOptions chat_options = options.chat;
+  chat_options.kind = model_.chat_template();
+  const RenderedChat chat = render_chat_with_spans(messages, chat_options);
   QVL_ASSIGN_OR_RETURN(ids_, build_prompt_ids(tok, chat, image_tokens));
   VisionTokenIds vt{cfg.image_token_id, cfg.video_token_id, cfg.vision_start_token_id};
   QVL_ASSIGN_OR_RETURN(pos_, get_rope_index(ids_, grids, {}, cfg.vision.spatial_merge_size, vt));
@@ -245,8 +247,11 @@ void Session::begin_decode() {
   eos_[0] = tok.token_id("<|im_end|>");
   eos_[1] = tok.token_id("<|endoftext|>");
   if (options_.json) {
+    // A Thinking model's prompt opens a <think> block: a constrained answer closes it first (no reasoning).
+    const std::string prefix =
+        (model_.chat_template() == ChatTemplateKind::kThinking ? "</think>\n\n" : "") + options_.json_prefix;
     json_ = std::make_unique<JsonConstraint>(options_.json, tok, std::vector<int32_t>{eos_[0], eos_[1]},
-                                             tok.encode(options_.json_prefix, /*allow_special=*/true),
+                                             tok.encode(prefix, /*allow_special=*/true),
                                              tok.encode(options_.json_suffix, /*allow_special=*/true));
   }
   result_.finish = FinishReason::kLength;

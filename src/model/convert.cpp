@@ -131,20 +131,26 @@ std::vector<std::pair<std::string, Mat*>> convertible_matrices(TextW& text, Visi
   return out;
 }
 
-Status convert_weights(TextW& text, VisionW& vision, const WeightTypes& types, ThreadPool& pool, WeightArena& arena) {
+Status convert_weights(TextW& text, VisionW& vision, const WeightTypes& types, ThreadPool& pool, WeightArena& arena,
+                       std::vector<std::string>* kept) {
+  auto blockable = [&](const Mat& m, WeightType t, const std::string& name) {
+    if (!is_quantized(t) || m.cols % kQK == 0) return true;
+    if (kept) kept->push_back(name);
+    return false;
+  };
   // A matrix already stored quantized (a `qvl quantize` directory) keeps its values: converting it again
   // could only lose precision; if stored row by row, it is interleaved for the integer GEMM.
   for (auto& [name, m] : convertible_matrices(text, vision, types.text.has_value(), false)) {
     if (is_quantized(m->type)) {
       QVL_ASSIGN_OR_RETURN(*m, interleave_matrix(*m, pool, arena));
-    } else {
+    } else if (blockable(*m, *types.text, name)) {
       QVL_ASSIGN_OR_RETURN(*m, convert_matrix(*m, *types.text, name, pool, arena));
     }
   }
   for (auto& [name, m] : convertible_matrices(text, vision, false, types.vision.has_value())) {
     if (is_quantized(m->type)) {
       QVL_ASSIGN_OR_RETURN(*m, interleave_matrix(*m, pool, arena));
-    } else {
+    } else if (blockable(*m, *types.vision, name)) {
       QVL_ASSIGN_OR_RETURN(*m, convert_matrix(*m, *types.vision, name, pool, arena));
     }
   }

@@ -41,6 +41,9 @@ std::vector<std::pair<std::string, Mat*>> convertible_matrices(TextW& text, Visi
 
 // Converts every matrix of the text decoder (attention, MLP, LM head; the embedding table itself stays as
 // stored for row lookups) and of the vision tower (patch embedding, blocks, mergers).
-Status convert_weights(TextW& text, VisionW& vision, const WeightTypes& types, ThreadPool& pool, WeightArena& arena);
+// A matrix whose width is not a multiple of the 32-value quantization block (Qwen3-VL-8B's vision MLP: 4304
+// inputs) cannot take a quantized type: it keeps its stored type, and its name is added to `kept`.
+Status convert_weights(TextW& text, VisionW& vision, const WeightTypes& types, ThreadPool& pool, WeightArena& arena,
+                       std::vector<std::string>* kept = nullptr);
 
 }  // namespace qvl

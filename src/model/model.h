@@ -11,6 +11,7 @@
 #include "model/convert.h"
 #include "model/config.h"
 #include "model/generation_config.h"
+#include "tokenizer/chat_format.h"
 #include "model/image_processor.h"
 #include "model/weights.h"
 #include "tokenizer/tokenizer.h"
@@ -19,6 +20,10 @@ namespace qvl {
 
 // Receives named intermediates (Hugging Face module paths, e.g. "model.visual.blocks.3") for debugging.
 using DumpFn = std::function<void(const std::string& name, const float* data, const std::vector<int64_t>& shape)>;
+
+// The checkpoint's chat template, where transformers looks for it: chat_template.json's "chat_template",
+// tokenizer_config.json's, chat_template.jinja. None: the Instruct template.
+Result<ChatTemplateKind> read_chat_template_kind(const std::string& dir);
 
 class Model {
  public:
@@ -32,6 +37,9 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const GenerationConfig& generation() const { return generation_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
+  // Which chat template the checkpoint ships (chat_template.json, chat_template.jinja or tokenizer_config.json):
+  // Instruct, or Thinking (reasoning in a <think> block the generation prompt opens).
+  ChatTemplateKind chat_template() const { return chat_template_; }
   const ImageProcessorConfig& image_config() const { return image_config_; }
   const VisionW& vision() const { return vision_; }
   const TextW& text() const { return text_; }
@@ -40,6 +48,9 @@ class Model {
   WeightType vision_weight_type() const { return vision_.blocks.empty() ? WeightType::kF32 : vision_.blocks[0].qkv.w.type; }
   uint64_t mapped_bytes() const { return weights_.mapped_bytes(); }
   const SafetensorsModel& checkpoint() const { return weights_; }
+  // The matrices a quantized type was asked for but that kept their stored type (their width is not a
+  // multiple of the 32-value block), by tensor name.
+  const std::vector<std::string>& kept_matrices() const { return kept_; }
   // The matrices that may differ from the checkpoint (converted at load), by tensor name.
   std::vector<std::pair<std::string, const Mat*>> convertible_matrices() const;
 
@@ -53,11 +64,13 @@ class Model {
   ModelConfig config_;
   GenerationConfig generation_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  ChatTemplateKind chat_template_ = ChatTemplateKind::kInstruct;
   ImageProcessorConfig image_config_;
   SafetensorsModel weights_;
   VisionW vision_;
   TextW text_;
   WeightArena converted_;  // matrices converted at load
+  std::vector<std::string> kept_;  // matrices left in their stored type (width not a multiple of 32)
 };
 
 }  // namespace qvl

@@ -1,6 +1,8 @@
 // What the HTTP API files share: the context routes run in, errors in each API's shape, typed JSON field
 // reading, and running a Job to its end or streaming it while watching the client.
 #include "server/api.h"
+#include "tensor/quant.h"
+#include "model/tensor_specs.h"
 
 #include <cmath>
 #include <random>
@@ -227,6 +229,43 @@ ApiError job_error(const JobUpdate& u) {
     case JobError::kNone: break;
   }
   return {500, "internal error: no job error"};
+}
+
+json model_description(const ApiContext& ctx) {
+  const Model* m = ctx.scheduler.model();
+  if (!m) return nullptr;
+  int64_t params = 0;
+  for (const TensorSpec& t : expected_tensors(m->config())) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    params += n;
+  }
+  const ModelConfig& c = m->config();
+  char size[32];
+  std::snprintf(size, sizeof size, "%.2fB", static_cast<double>(params) / 1e9);
+  return json{{"architecture", "Qwen3-VL"},
+              {"parameters", params},
+              {"size", size},
+              {"chat_template", chat_template_kind_name(m->chat_template())},
+              {"text_layers", c.text.num_hidden_layers},
+              {"hidden_size", c.text.hidden_size},
+              {"vision_depth", c.vision.depth},
+              {"tied_embeddings", c.text.tie_word_embeddings},
+              {"text_weights", weight_type_name(m->text_weight_type())},
+              {"vision_weights", weight_type_name(m->vision_weight_type())}};
+}
+
+ChatTemplateKind chat_template(const ApiContext& ctx) {
+  const Model* model = ctx.scheduler.model();
+  return model ? model->chat_template() : ChatTemplateKind::kInstruct;
+}
+
+Result<bool> show_reasoning(const ApiContext& ctx, std::optional<bool> think, const std::string& field) {
+  const bool thinking = chat_template(ctx) == ChatTemplateKind::kThinking;
+  if (think.value_or(false) && !thinking)
+    return Status::Error(field + ": the model '" + ctx.options.model_id + "' does not support thinking (its chat "
+                         "template has no reasoning; load a Qwen3-VL Thinking model)");
+  return thinking && think.value_or(true);
 }
 
 ImageBudget image_budget(const ApiContext& ctx, const GenerateOptions& options) {

@@ -98,6 +98,18 @@ struct Admitted {
   bool client_gone = false;
 };
 
+// What the loaded model is, for /health, /v1/models and the page: its parameters (from config.json's shapes),
+// layers and widths, chat template (instruct or thinking) and the storage types of its weights. Null before
+// the model is loaded.
+json model_description(const ApiContext& ctx);
+
+// The loaded model's chat template (Instruct when no model is loaded yet).
+ChatTemplateKind chat_template(const ApiContext& ctx);
+
+// A request's thinking switch against the model: true with a model that does not think is a 400 (as
+// Ollama answers it); returns whether the reasoning is to be returned (a Thinking model, not switched off).
+Result<bool> show_reasoning(const ApiContext& ctx, std::optional<bool> think, const std::string& field);
+
 // What a request's images may cost (tokens within its context, each image sized as the model's preprocessing
 // will size it), checked from each image's header before it is decoded.
 ImageBudget image_budget(const ApiContext& ctx, const GenerateOptions& options);

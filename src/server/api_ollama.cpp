@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "server/api.h"
+#include "tokenizer/reasoning.h"
 #include "tokenizer/tool_calls.h"
 #include "server/ollama_request.h"
 
@@ -64,13 +65,19 @@ void generate(ApiContext& ctx, const http::Request& req, http::Response& res, bo
   auto parsed = chat ? parse_ollama_chat(*body, ctx.defaults, empty) : parse_ollama_generate(*body, ctx.defaults, empty);
   if (!parsed.ok()) return fail({400, parsed.status().message()});
   OllamaRequest& r = *parsed;
+  auto reasoning = show_reasoning(ctx, r.think, "think");
+  if (!reasoning.ok()) return fail({400, reasoning.status().message()});
+  // A Thinking model's reasoning goes to message.thinking (/api/chat) or "thinking" (/api/generate).
+  const bool thinking = chat_template(ctx) == ChatTemplateKind::kThinking, show = *reasoning;
   const std::string model = r.model.empty() ? ctx.options.model_id : r.model;
-  auto piece = [model, chat](std::string_view text) {
+  auto piece = [model, chat](std::string_view text, std::string_view thought = {}) {
     json j{{"model", model}, {"created_at", rfc3339_now()}};
     if (chat) {
       j["message"] = json{{"role", "assistant"}, {"content", std::string(text)}};
+      if (!thought.empty()) j["message"]["thinking"] = std::string(thought);
     } else {
       j["response"] = std::string(text);
+      if (!thought.empty()) j["thinking"] = std::string(thought);
     }
     j["done"] = false;
     return j;
@@ -101,10 +108,16 @@ void generate(ApiContext& ctx, const http::Request& req, http::Response& res, bo
     JobUpdate end = wait_for_end(a, watch, gone);
     if (gone) return fail({499, "the client went away"});
     if (end.error != JobError::kNone) return fail(job_error(end));
-    json j = piece(end.result.text);
+    std::string text = end.result.text, thought;
+    if (thinking) {
+      ReasoningSplit sp = split_reasoning(text);
+      text = std::move(sp.content);
+      if (show) thought = std::move(sp.reasoning);
+    }
+    json j = piece(text, thought);
     if (tools) {
-      const ParsedAnswer p = parse_tool_calls(end.result.text);
-      j = with_calls(piece(p.calls.empty() ? end.result.text : p.content), p.calls);
+      const ParsedAnswer p = parse_tool_calls(text);
+      j = with_calls(piece(p.calls.empty() ? text : p.content, thought), p.calls);
     }
     j["done"] = true;
     add_stats(j, end);
@@ -120,9 +133,23 @@ void generate(ApiContext& ctx, const http::Request& req, http::Response& res, bo
       if (auto c = calls->take_calls(); !c.empty()) out += dump_json(with_calls(piece(""), c)) + "\n";
     return out;
   };
-  f.text = [lines, calls](std::string_view text) { return lines(calls ? calls->push(text) : std::string(text)); };
-  f.done = [piece, calls, lines, warnings = r.warnings](const JobUpdate& end) {
-    const std::string head = calls ? lines(calls->finish()) : std::string();
+  auto thoughts = thinking ? std::make_shared<ReasoningStream>() : nullptr;
+  auto thought_line = [piece, show](const std::string& t) {
+    return show && !t.empty() ? dump_json(piece("", t)) + "\n" : std::string();
+  };
+  auto answer = [lines, calls](std::string_view text) { return lines(calls ? calls->push(text) : std::string(text)); };
+  f.text = [answer, thoughts, thought_line](std::string_view text) {
+    if (!thoughts) return answer(text);
+    ReasoningStream::Delta d = thoughts->push(text);
+    return thought_line(d.reasoning) + answer(d.content);
+  };
+  f.done = [piece, calls, lines, answer, thoughts, thought_line, warnings = r.warnings](const JobUpdate& end) {
+    std::string head;
+    if (thoughts) {
+      ReasoningStream::Delta d = thoughts->finish();
+      head = thought_line(d.reasoning) + answer(d.content);
+    }
+    head += calls ? lines(calls->finish()) : std::string();
     json j = piece("");
     j["done"] = true;
     if (!warnings.empty()) j["warnings"] = warnings;
@@ -222,7 +249,9 @@ void add_ollama_routes(http::Router& routes, ApiContext& ctx) {
                    {"template", ""},
                    {"details", details(ctx)},
                    {"model_info", info},
-                   {"capabilities", json::array({"completion", "vision"})},
+                   {"capabilities", chat_template(ctx) == ChatTemplateKind::kThinking
+                                        ? json::array({"completion", "vision", "tools", "thinking"})
+                                        : json::array({"completion", "vision", "tools"})},
                    {"modified_at", rfc3339(ctx.started_unix)}});
   });
 }

@@ -7,6 +7,7 @@
 
 #include "server/api.h"
 #include "server/openai_request.h"
+#include "tokenizer/reasoning.h"
 #include "tokenizer/tool_calls.h"
 
 namespace qvl::server {
@@ -83,6 +84,10 @@ void chat_completions(ApiContext& ctx, const http::Request& req, http::Response&
   auto parsed = parse_chat_completion(*body, ctx.defaults);
   if (!parsed.ok()) return fail({400, parsed.status().message()});
   ChatCompletionRequest& r = *parsed;
+  auto reasoning = show_reasoning(ctx, r.think, "chat_template_kwargs.enable_thinking");
+  if (!reasoning.ok()) return fail({400, reasoning.status().message()});
+  // A Thinking model's answer: reasoning up to </think>, returned as reasoning_content (unless switched off).
+  const bool thinking = chat_template(ctx) == ChatTemplateKind::kThinking, show = *reasoning;
 
   InferenceRequest ir;
   if (auto e = make_inference_request(ctx, r.images, std::move(r.messages), std::move(r.options), ir, r.pages)) return fail(*e);
@@ -99,10 +104,17 @@ void chat_completions(ApiContext& ctx, const http::Request& req, http::Response&
     JobUpdate end = wait_for_end(a, watch, gone);
     if (gone) return fail({499, "the client went away", "cancelled"});
     if (end.error != JobError::kNone) return fail(job_error(end));
-    json message{{"role", "assistant"}, {"content", end.result.text}};
+    std::string text = end.result.text;
+    json message{{"role", "assistant"}, {"content", text}};
+    if (thinking) {
+      ReasoningSplit sp = split_reasoning(text);
+      text = std::move(sp.content);
+      message["content"] = text;
+      if (show) message["reasoning_content"] = std::move(sp.reasoning);
+    }
     bool called = false;
     if (r.tool_calls) {
-      const ParsedAnswer p = parse_tool_calls(end.result.text);
+      const ParsedAnswer p = parse_tool_calls(text);
       if (!p.calls.empty()) {
         called = true;
         message["content"] = p.content.empty() ? json(nullptr) : json(p.content);
@@ -136,9 +148,23 @@ void chat_completions(ApiContext& ctx, const http::Request& req, http::Response&
                          nullptr, usage));
     return out;
   };
-  f.text = [=](std::string_view text) { return deltas(calls ? calls->push(text) : std::string(text)); };
+  auto thoughts = thinking ? std::make_shared<ReasoningStream>() : nullptr;
+  auto reasoning_delta = [=](const std::string& r) {
+    return show && !r.empty() ? sse(chunk(id, created, model, json{{"reasoning_content", r}}, nullptr, usage)) : std::string();
+  };
+  auto answer = [=](std::string_view text) { return deltas(calls ? calls->push(text) : std::string(text)); };
+  f.text = [=](std::string_view text) {
+    if (!thoughts) return answer(text);
+    ReasoningStream::Delta d = thoughts->push(text);
+    return reasoning_delta(d.reasoning) + answer(d.content);
+  };
   f.done = [=](const JobUpdate& end) {
-    std::string head = calls ? deltas(calls->finish()) : std::string();
+    std::string head;
+    if (thoughts) {
+      ReasoningStream::Delta d = thoughts->finish();
+      head = reasoning_delta(d.reasoning) + answer(d.content);
+    }
+    head += calls ? deltas(calls->finish()) : std::string();
     json last = chunk(id, created, model, json::object(), finish_reason_json(end.result.finish, *n_calls > 0), usage);
     last["timings"] = timings_json(end);
     if (!warnings.empty()) last["warnings"] = warnings;
@@ -161,7 +187,8 @@ json model_object(const ApiContext& ctx) {
               {"owned_by", "qvl"},
               {"input_modalities", json::array({"text", "image"})},
               {"output_modalities", json::array({"text"})},
-              {"context_length", ctx.options.context}};
+              {"context_length", ctx.options.context},
+              {"qvl", model_description(ctx)}};
 }
 
 }  // namespace

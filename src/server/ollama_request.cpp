@@ -48,6 +48,15 @@ Status parse_options(const json& body, OllamaRequest& r) {
 Status parse_common(const json& body, OllamaRequest& r) {
   QVL_RETURN_IF_ERROR(read_string(body, "model", r.model));
   QVL_RETURN_IF_ERROR(read_bool(body, "stream", r.stream));
+  if (auto t = body.find("think"); t != body.end() && !t->is_null()) {
+    if (t->is_boolean()) {
+      r.think = t->get<bool>();
+    } else if (t->is_string() && (*t == "high" || *t == "medium" || *t == "low")) {
+      r.think = true;
+    } else {
+      return Status::Error("think: expected true, false, \"high\", \"medium\" or \"low\", got " + t->dump());
+    }
+  }
   if (auto f = body.find("format"); f != body.end() && !f->is_null() && !(f->is_string() && f->get<std::string>().empty())) {
     if (f->is_string() && f->get<std::string>() == "json") {
       r.options.json = JsonGrammar::any_object();
@@ -111,6 +120,8 @@ Result<json> to_template_message(const json& m, const std::string& where, Ollama
     out["content"] = parts;
   }
   if (auto tc = m.find("tool_calls"); tc != m.end() && !tc->is_null()) out["tool_calls"] = *tc;
+  // Ollama's name for an assistant message's reasoning, which the Thinking template reads back.
+  if (auto th = m.find("thinking"); th != m.end() && th->is_string()) out["reasoning_content"] = *th;
   return out;
 }
 

@@ -1,6 +1,7 @@
 // The Ollama request bodies (POST /api/chat and /api/generate) read into one plain request struct.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +22,9 @@ struct OllamaRequest {
   GenerateOptions options;
   bool stream = true;  // Ollama streams unless told not to
   bool tool_calls = false;  // /api/chat with tools: answers are read for <tool_call> blocks
+  // "think" where given (true, false, or a level "high"/"medium"/"low", which is true): false hides a
+  // Thinking model's reasoning; true asks for a model that thinks (refused with an Instruct model).
+  std::optional<bool> think;
   std::vector<std::string> warnings;  // what was accepted but ignored (images the template drops), for the response
 };
 

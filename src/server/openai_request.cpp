@@ -121,6 +121,13 @@ Result<ChatCompletionRequest> parse_chat_completion(const json& body, const Gene
   ChatCompletionRequest r;
   r.options = defaults;
   QVL_RETURN_IF_ERROR(read_string(body, "model", r.model));
+  if (auto kw = body.find("chat_template_kwargs"); kw != body.end() && !kw->is_null()) {
+    if (!kw->is_object()) return Status::Error("chat_template_kwargs: expected an object, got " + kw->dump());
+    if (auto t = kw->find("enable_thinking"); t != kw->end() && !t->is_null()) {
+      if (!t->is_boolean()) return Status::Error("chat_template_kwargs.enable_thinking: expected true or false, got " + t->dump());
+      r.think = t->get<bool>();
+    }
+  }
   auto msgs = body.find("messages");
   if (msgs == body.end()) return Status::Error("messages: missing; expected a list of {\"role\", \"content\"}");
   if (!msgs->is_array() || msgs->empty()) return Status::Error("messages: expected a non-empty list of messages");

@@ -1,6 +1,7 @@
 // The OpenAI chat-completion request body (POST /v1/chat/completions) read into a plain request struct.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +23,9 @@ struct ChatCompletionRequest {
   bool stream = false;
   bool include_usage = false;
   bool tool_calls = false;  // tools are offered (tool_choice other than none): answers are parsed for calls
+  // chat_template_kwargs.enable_thinking, where given: false hides a Thinking model's reasoning; true asks
+  // for a model that thinks (refused with an Instruct model).
+  std::optional<bool> think;
   std::vector<std::string> warnings;  // what was accepted but ignored (images the template drops), for the response
 };
 

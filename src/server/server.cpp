@@ -212,6 +212,7 @@ void Server::Impl::health(http::Response& res) {
   }
   j["slots"] = json{{"total", scheduler.slots()}, {"busy", scheduler.busy_slots()}};
   j["queue"] = scheduler.queue_depth();
+  j["model_info"] = model_description(ctx);
   send_json(res, 200, j);
 }
 

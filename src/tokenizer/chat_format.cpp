@@ -128,10 +128,12 @@ void append_vision_content(Writer& out, const ChatMessage& m, bool add_vision_id
 //     {%- endfor %}
 // {%- endif %}
 // The `function` unwrapping happens when the JSON is read (chat_json.cpp); a ToolCall is already unwrapped.
-void append_tool_calls(Writer& out, const ChatMessage& m) {
+// content_truthy: the truth of the content the template tests (the Instruct template's message.content, the
+// Thinking template's `content` after its <think> block is taken out).
+void append_tool_calls(Writer& out, const ChatMessage& m, bool content_truthy) {
   for (size_t i = 0; i < m.tool_calls.size(); ++i) {
     const ToolCall& call = m.tool_calls[i];
-    if ((i == 0 && content_truthy(m)) || i != 0) out += '\n';
+    if ((i == 0 && content_truthy) || i != 0) out += '\n';
     out += "<tool_call>\n{\"name\": \"";
     out.user(call.name);
     out += "\", \"arguments\": ";
@@ -252,7 +254,137 @@ void append_python_json(std::string& out, const nlohmann::ordered_json& v) {
   }
 }
 
+// The system block at the top (with the tool definitions when there are tools): the same in both templates.
+// The Thinking template renders the first system message with its render_content macro, which would also
+// print image pads; qvl drops images in system messages before rendering (the Instruct template's rule), so
+// only its text is written here.
+void append_header(Writer& out, const std::vector<ChatMessage>& messages, const ChatOptions& options);
+
+std::string strip_newlines(std::string_view s, bool left, bool right) {
+  size_t b = 0, e = s.size();
+  while (left && b < e && s[b] == '\n') ++b;
+  while (right && e > b && s[e - 1] == '\n') --e;
+  return std::string(s.substr(b, e - b));
+}
+
+// A message's content as the Thinking template's render_content macro prints it without counting images
+// (a string as it is; parts: their text, image and video pads). Used for its multi-step tool test.
+std::string rendered_content(const ChatMessage& m) {
+  if (m.content_is_string) return m.content_string;
+  std::string s;
+  for (const ContentPart& part : m.content_parts) {
+    if (part.kind == ContentPart::Kind::kImage) s += "<|vision_start|><|image_pad|><|vision_end|>";
+    else if (part.kind == ContentPart::Kind::kVideo) s += "<|vision_start|><|video_pad|><|vision_end|>";
+    else s += part.text;
+  }
+  return s;
+}
+
+// The text of a system or assistant message (images dropped, see append_header).
+std::string text_content(const ChatMessage& m) {
+  if (m.content_is_string) return m.content_string;
+  std::string s;
+  for (const ContentPart& part : m.content_parts) s += part.text;
+  return s;
+}
+
+// The Qwen3-VL-Thinking template (its differences from the Instruct one are quoted where they apply).
+RenderedChat render_thinking(const std::vector<ChatMessage>& messages, const ChatOptions& options) {
+  Writer out;
+  append_header(out, messages, options);
+  // {%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}
+  // {%- for message in messages[::-1] %}
+  //     {%- set index = (messages|length - 1) - loop.index0 %}
+  //     {%- if ns.multi_step_tool and message.role == "user" %}
+  //         {%- set content = render_content(message.content, false) %}
+  //         {%- if not(content.startswith('<tool_response>') and content.endswith('</tool_response>')) %}
+  //             {%- set ns.multi_step_tool = false %}
+  //             {%- set ns.last_query_index = index %}
+  // ...
+  const int64_t n = static_cast<int64_t>(messages.size());
+  int64_t last_query = n - 1;
+  for (int64_t i = n - 1; i >= 0; --i) {
+    if (messages[static_cast<size_t>(i)].role != "user") continue;
+    const std::string c = rendered_content(messages[static_cast<size_t>(i)]);
+    const bool tool_response = c.rfind("<tool_response>", 0) == 0 && c.size() >= 16 &&
+                               c.compare(c.size() - 16, 16, "</tool_response>") == 0;
+    if (!tool_response) {
+      last_query = i;
+      break;
+    }
+  }
+  VisionCounters counters;
+  for (int64_t i = 0; i < n; ++i) {
+    const ChatMessage& message = messages[static_cast<size_t>(i)];
+    // {%- if (message.role == "user") or (message.role == "system" and not loop.first) %}
+    //     {{- '<|im_start|>' + message.role + '\n' + content + '<|im_end|>' + '\n' }}
+    if (message.role == "user") {
+      out += "<|im_start|>user\n";
+      append_vision_content(out, message, options.add_vision_id, counters);
+      out += "<|im_end|>\n";
+    } else if (message.role == "system" && i != 0) {
+      out += "<|im_start|>system\n";
+      out.user(text_content(message));
+      out += "<|im_end|>\n";
+    } else if (message.role == "assistant") {
+      // {%- set reasoning_content = '' %}
+      // {%- if message.reasoning_content is string %} reasoning_content = message.reasoning_content
+      // {%- else %}{%- if '</think>' in content %}
+      //     reasoning_content = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')
+      //     content = content.split('</think>')[-1].lstrip('\n')
+      std::string content = text_content(message), reasoning;
+      if (message.has_reasoning) {
+        reasoning = message.reasoning_content;
+      } else if (size_t end = content.find("</think>"); end != std::string::npos) {
+        std::string before = strip_newlines(std::string_view(content).substr(0, end), false, true);
+        const size_t open = before.rfind("<think>");
+        if (open != std::string::npos) before = before.substr(open + 7);
+        reasoning = strip_newlines(before, true, false);
+        content = strip_newlines(std::string_view(content).substr(content.rfind("</think>") + 8), true, false);
+      }
+      // {%- if loop.index0 > ns.last_query_index %}
+      //     {%- if loop.last or (not loop.last and reasoning_content) %}
+      //         '<|im_start|>' + message.role + '\n<think>\n' + reasoning_content.strip('\n') + '\n</think>\n\n'
+      //         + content.lstrip('\n')
+      //     {%- else %} '<|im_start|>' + message.role + '\n' + content
+      // {%- else %} '<|im_start|>' + message.role + '\n' + content
+      out += "<|im_start|>assistant\n";
+      if (i > last_query && (i == n - 1 || !reasoning.empty())) {
+        out += "<think>\n";
+        out.user(strip_newlines(reasoning, true, true));
+        out += "\n</think>\n\n";
+        out.user(strip_newlines(content, true, false));
+      } else {
+        out.user(content);
+      }
+      append_tool_calls(out, message, !content.empty());
+      out += "<|im_end|>\n";
+    } else if (message.role == "tool") {
+      if (i == 0 || messages[static_cast<size_t>(i) - 1].role != "tool") out += "<|im_start|>user";
+      out += "\n<tool_response>\n";
+      append_vision_content(out, message, options.add_vision_id, counters);
+      out += "\n</tool_response>";
+      if (i + 1 == n || messages[static_cast<size_t>(i) + 1].role != "tool") out += "<|im_end|>\n";
+    }
+  }
+  // {%- if add_generation_prompt %}
+  //     {{- '<|im_start|>assistant\n<think>\n' }}
+  if (options.add_generation_prompt) out += "<|im_start|>assistant\n<think>\n";
+  return RenderedChat{std::move(out.text), std::move(out.user_spans)};
+}
+
 }  // namespace
+
+ChatTemplateKind chat_template_kind(std::string_view t) {
+  // The generation prompt as the Jinja source spells it, inside a string literal: \n escaped.
+  return t.find("assistant\\n<think>\\n") != std::string_view::npos || t.find("assistant\n<think>\n") != std::string_view::npos
+             ? ChatTemplateKind::kThinking
+             : ChatTemplateKind::kInstruct;
+}
+
+const char* chat_template_kind_name(ChatTemplateKind kind) {
+  return kind == ChatTemplateKind::kThinking ? "thinking" : "instruct";
+}
 
 ChatMessage user_message(size_t n_images, std::string text) {
   ChatMessage m;
@@ -273,8 +405,9 @@ std::string render_chat(const std::vector<ChatMessage>& messages, const ChatOpti
   return render_chat_with_spans(messages, options).text;
 }
 
-RenderedChat render_chat_with_spans(const std::vector<ChatMessage>& messages, const ChatOptions& options) {
-  Writer out;
+namespace {
+
+void append_header(Writer& out, const std::vector<ChatMessage>& messages, const ChatOptions& options) {
   const bool first_is_system = !messages.empty() && messages[0].role == "system";
 
   // {%- if tools %}
@@ -321,6 +454,14 @@ RenderedChat render_chat_with_spans(const std::vector<ChatMessage>& messages, co
     append_text_content(out, messages[0]);
     out += "<|im_end|>\n";
   }
+}
+
+}  // namespace
+
+RenderedChat render_chat_with_spans(const std::vector<ChatMessage>& messages, const ChatOptions& options) {
+  if (options.kind == ChatTemplateKind::kThinking) return render_thinking(messages, options);
+  Writer out;
+  append_header(out, messages, options);
 
   // {%- set image_count = namespace(value=0) %}
   // {%- set video_count = namespace(value=0) %}
@@ -339,7 +480,7 @@ RenderedChat render_chat_with_spans(const std::vector<ChatMessage>& messages, co
       // {{- '<|im_end|>\n' }}
       out += "<|im_start|>assistant\n";
       append_text_content(out, message);
-      append_tool_calls(out, message);
+      append_tool_calls(out, message, content_truthy(message));
       out += "<|im_end|>\n";
     } else if (message.role == "tool") {
       // {%- if loop.first or (messages[loop.index0 - 1].role != "tool") %}

@@ -1,8 +1,10 @@
-// The Qwen3-VL-Instruct chat template rendered natively: messages in, the prompt text out, identical to
-// transformers' apply_chat_template with the checkpoint's chat_template.json.
+// The Qwen3-VL chat templates rendered natively: messages in, the prompt text out, identical to
+// transformers' apply_chat_template with the checkpoint's chat_template.json. Two templates: the Instruct
+// models' and the Thinking models' (reasoning in <think> blocks; the generation prompt opens one).
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -32,7 +34,18 @@ struct ChatMessage {
   std::string content_string;
   std::vector<ContentPart> content_parts;
   std::vector<ToolCall> tool_calls;
+  // The Thinking template's `message.reasoning_content` (OpenAI's reasoning_content, Ollama's thinking): set
+  // when the message carries one as a string; else the template takes it from a <think> block in content.
+  bool has_reasoning = false;
+  std::string reasoning_content;
 };
+
+// Which template a checkpoint has, from its chat template text (chat_template.json's "chat_template", a
+// chat_template.jinja, or tokenizer_config.json's): the Thinking template's generation prompt opens a
+// <think> block; anything else is taken for the Instruct template.
+enum class ChatTemplateKind { kInstruct, kThinking };
+ChatTemplateKind chat_template_kind(std::string_view template_text);
+const char* chat_template_kind_name(ChatTemplateKind kind);  // "instruct", "thinking"
 
 // The one-turn user message of the command line and the simple endpoints: `n_images` image parts, then
 // the text.
@@ -42,6 +55,7 @@ struct ChatOptions {
   bool add_generation_prompt = true;
   bool add_vision_id = false;                  // "Picture N: " before each image
   std::vector<nlohmann::ordered_json> tools;  // tool definitions, rendered with tojson
+  ChatTemplateKind kind = ChatTemplateKind::kInstruct;  // the model's template
 };
 
 // The rendered prompt and the spans of it that came from the caller (message text, tool names and

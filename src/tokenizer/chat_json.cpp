@@ -113,6 +113,13 @@ Result<ChatMessage> message_from_json(const json& j, const std::string& where) {
     return bad(where + ".content", "a string, an array of parts or null", *content);
   }
 
+  // The Thinking template reads message.reasoning_content when it is a string (OpenAI clients send back what
+  // the server returned as reasoning_content); any other value is as if there were none.
+  if (auto r = j.find("reasoning_content"); r != j.end() && r->is_string()) {
+    m.has_reasoning = true;
+    m.reasoning_content = r->get<std::string>();
+  }
+
   if (auto calls = j.find("tool_calls"); calls != j.end() && !calls->is_null()) {
     if (!calls->is_array()) return bad(where + ".tool_calls", "an array", *calls);
     if (calls->size() > kMaxChatParts) {

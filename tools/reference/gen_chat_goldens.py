@@ -1,4 +1,11 @@
-"""Writes tests/data/chat_golden.json: conversations rendered by transformers' apply_chat_template with the real Qwen3-VL template.
+"""Writes tests/data/chat_golden.json and chat_thinking_golden.json: conversations rendered by transformers'
+apply_chat_template with the Qwen3-VL Instruct template and with the Thinking models' template
+(models/qwen3-vl-2b-thinking/chat_template.json).
+
+The Thinking file holds every Instruct case without images in system or assistant messages (qvl drops those
+before rendering, as the Instruct template does; the Thinking template would print them) and cases of its
+own: reasoning_content given or taken from <think> blocks, the last user query after tool responses,
+system messages after the first.
 
 Run with the reference venv:
     tools/reference/.venv/bin/python tools/reference/gen_chat_goldens.py
@@ -19,6 +26,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 MODEL_DIR = os.environ.get("QVL_MODEL_DIR", os.path.join(REPO, "models", "qwen3-vl-2b-instruct"))
 OUT = os.path.join(REPO, "tests", "data", "chat_golden.json")
+THINKING_DIR = os.path.join(REPO, "models", "qwen3-vl-2b-thinking")
+OUT_THINKING = os.path.join(REPO, "tests", "data", "chat_thinking_golden.json")
 
 # --- Building blocks -------------------------------------------------------------------------------------
 
@@ -425,12 +434,67 @@ def cases():
     return c
 
 
-def main():
-    template = json.load(open(os.path.join(MODEL_DIR, "chat_template.json"), encoding="utf-8"))["chat_template"]
+def vision_outside_user_and_tool(messages):
+    for m in messages:
+        if m["role"] in ("user", "tool") or not isinstance(m.get("content"), list):
+            continue
+        for part in m["content"]:
+            if isinstance(part, dict) and ("image" in part or "image_url" in part or "video" in part
+                                           or part.get("type") in ("image", "video")):
+                return True
+    return False
+
+
+def asst_r(content, reasoning, tool_calls=None):
+    m = asst(content, tool_calls)
+    m["reasoning_content"] = reasoning
+    return m
+
+
+def thinking_cases():
+    c = [x for x in cases() if not vision_outside_user_and_tool(x[1])]
+
+    def add(name, messages, tools=None, add_generation_prompt=True, add_vision_id=False):
+        c.append((name, messages, tools, add_generation_prompt, add_vision_id))
+
+    add("think_reasoning_field_last", [user("2+2?"), asst_r("4", "Two and two make four.")], add_generation_prompt=False)
+    add("think_reasoning_field_then_query", [user("2+2?"), asst_r("4", "Two and two."), user("And 3+3?")])
+    add("think_block_in_content_history", [user("q1"), asst("<think>\nfirst thought\n</think>\n\nanswer one"),
+                                            user([IMG, text("q2")])])
+    add("think_block_in_content_last", [user("q1"), asst("<think>\nthought\n</think>\n\nanswer")],
+        add_generation_prompt=False)
+    add("think_block_without_open_tag", [user("q"), asst("just thinking</think>\n\nthe answer")],
+        add_generation_prompt=False)
+    add("think_several_close_tags", [user("q"), asst("a<think>b\n</think>c</think>\nd")], add_generation_prompt=False)
+    add("think_newlines_around", [user("q"), asst_r("\n\nans\n", "\n\nr\n\n")], add_generation_prompt=False)
+    add("think_reasoning_not_a_string", [user("q"), asst_r("<think>x</think>y", None)], add_generation_prompt=False)
+    add("think_empty_reasoning_after_query_not_last",
+        [user("q"), asst("", [call_flat("get_weather", {"city": "Oslo"})]), tool("cold"), asst("It is cold.")],
+        tools=[WEATHER_TOOL])
+    add("think_tool_loop_with_reasoning",
+        [sys_msg("Be brief."), user([IMG, text("Weather where this was taken?")]),
+         asst_r("", "The photo shows Oslo.", [call_wrapped("get_weather", {"city": "Oslo"})]),
+         tool("cold, -3°C"), asst_r("It is -3°C in Oslo.", "The tool says -3.")],
+        tools=[WEATHER_TOOL], add_generation_prompt=False)
+    add("think_user_message_that_is_a_tool_response",
+        [user("q"), asst_r("calling", "need data"), user("<tool_response>\n42\n</tool_response>"),
+         asst_r("It is 42.", "got it")], add_generation_prompt=False)
+    add("think_user_parts_tool_response",
+        [user("q"), asst("a"), user([text("<tool_response>"), text("x</tool_response>")]), asst_r("b", "r")])
+    add("think_system_not_first", [user("hi"), sys_msg("Now answer in French."), asst_r("Bonjour", "French"),
+                                   sys_msg([text("Shorter.")]), user("again")])
+    add("think_no_gen_prompt_after_user", [user("hello")], add_generation_prompt=False)
+    add("think_vision_ids", [user([IMG, text("a")]), asst_r("x", "y"), user([IMG, IMG_URL, text("b")])],
+        add_vision_id=True)
+    return c
+
+
+def render_all(model_dir, case_list, out_path):
+    template = json.load(open(os.path.join(model_dir, "chat_template.json"), encoding="utf-8"))["chat_template"]
     tokenizer = PreTrainedTokenizerFast(tokenizer_file=os.path.join(MODEL_DIR, "tokenizer.json"))
     out = []
     names = set()
-    for name, messages, tools, add_generation_prompt, add_vision_id in cases():
+    for name, messages, tools, add_generation_prompt, add_vision_id in case_list:
         assert name not in names, name
         names.add(name)
         # Render exactly what the C++ test will read back.
@@ -454,11 +518,16 @@ def main():
                 "expected": expected,
             }
         )
-    os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    with open(OUT, "w", encoding="utf-8", newline="\n") as f:
+    os.makedirs(os.path.dirname(out_path), exist_ok=True)
+    with open(out_path, "w", encoding="utf-8", newline="\n") as f:
         json.dump(out, f, ensure_ascii=False, indent=1, sort_keys=False)
         f.write("\n")
-    print(f"wrote {len(out)} cases to {OUT} (transformers {transformers.__version__})", file=sys.stderr)
+    print(f"wrote {len(out)} cases to {out_path} (transformers {transformers.__version__})", file=sys.stderr)
+
+
+def main():
+    render_all(MODEL_DIR, cases(), OUT)
+    render_all(THINKING_DIR, thinking_cases(), OUT_THINKING)
 
 
 if __name__ == "__main__":

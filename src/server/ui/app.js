@@ -248,6 +248,8 @@ async function pollHealth() {
     const j = await res.json().catch(() => ({}));
     if (res.status === 200) {
       state.model = j.model || '';
+      const info = j.model_info;  // what is loaded: size, and whether it is a Thinking model
+      if (info && info.size) state.model += ' (' + info.size + (info.chat_template === 'thinking' ? ', thinking' : '') + ')';
       const busy = j.slots ? j.slots.busy : 0, total = j.slots ? j.slots.total : 1;
       setServer('ready', busy >= total && total > 0 ? (j.queue > 0 ? 'busy, ' + j.queue + ' waiting' : 'busy') : 'ready');
       delay = 5000;
@@ -441,10 +443,19 @@ function addAssistantBubble() {
   error.hidden = true;
   const stats = document.createElement('div');
   stats.className = 'stats';
-  msg.append(content, error, stats);
+  // A Thinking model's reasoning (reasoning_content), folded away above the answer; text only, never markup.
+  const thinking = document.createElement('details');
+  thinking.className = 'thinking';
+  thinking.hidden = true;
+  const summary = document.createElement('summary');
+  summary.textContent = 'Thinking';
+  const thinkingText = document.createElement('div');
+  thinkingText.className = 'thinking-text';
+  thinking.append(summary, thinkingText);
+  msg.append(thinking, content, error, stats);
   el.messages.append(msg);
   scrollToEnd();
-  return { msg, content, error, stats };
+  return { msg, content, error, stats, thinking, thinkingText };
 }
 
 function fmtMs(ms) { return ms >= 1000 ? (ms / 1000).toFixed(2) + ' s' : Math.round(ms) + ' ms'; }
@@ -631,7 +642,7 @@ async function send() {
   state.controller = controller;
   updateButtons();
 
-  const r = { t0: performance.now(), tFirst: 0, tEnd: 0, pieces: 0, answer: '', timings: null, usage: null, finish: null, stopped: false };
+  const r = { t0: performance.now(), tFirst: 0, tEnd: 0, pieces: 0, answer: '', reasoning: '', timings: null, usage: null, finish: null, stopped: false };
   let failure = null, started = false, frame = 0;
   const draw = () => {
     frame = 0;
@@ -672,6 +683,16 @@ async function send() {
       if (!choice) return;
       if (ev.timings) r.timings = ev.timings;
       if (choice.finish_reason) r.finish = choice.finish_reason;
+      const thought = choice.delta && choice.delta.reasoning_content;
+      if (thought) {
+        if (!r.tFirst) r.tFirst = performance.now();
+        r.pieces++;
+        r.reasoning += thought;
+        bubble.thinking.hidden = false;
+        bubble.thinkingText.textContent = r.reasoning;
+        const waiting = bubble.content.querySelector('.waiting');
+        if (waiting) waiting.textContent = 'Thinking';
+      }
       const piece = choice.delta && choice.delta.content;
       if (piece) {
         if (!r.tFirst) r.tFirst = performance.now();
@@ -691,9 +712,11 @@ async function send() {
   scheduleHealth(200);  // the status line: busy or ready again
   if (chat !== state.chat) return;  // New chat was pressed meanwhile: this answer belongs to nothing now
 
-  if (r.answer) {
+  if (r.answer || r.reasoning) {
     // The answer so far (whole, stopped or cut by an error) is part of the conversation.
-    state.history.push(userMessage, { role: 'assistant', content: r.answer });
+    const said = { role: 'assistant', content: r.answer };
+    if (r.reasoning) said.reasoning_content = r.reasoning;
+    state.history.push(userMessage, said);
     const marks = parseGrounding(r.answer);
     if (marks.length && state.lastImage) renderGrounding(bubble.msg, marks, state.lastImage);
   } else {
