@@ -204,7 +204,7 @@ TEST(CliErrors, BadValueNamesTheOption) {
       {{"run", "-m", "DIR", "-p", "hi", "--ctx", "8"}, {"--ctx", "[16, 1048576]"}},
       {{"bench", "-m", "DIR", "-n", "0"}, {"--max-tokens", "[1, 1048576]"}},
       {{"quantize", "-m", "DIR", "--out", "OUT", "--threads", "2000"}, {"--threads", "[1, 1024]"}},
-      {{"make-test-model", "--out", "OUT", "--preset", "7b"}, {"--preset", "tiny or 2b"}},
+      {{"make-test-model", "--out", "OUT", "--preset", "7b"}, {"--preset", "2b, 4b or 8b"}},
       {{"preprocess", "-m", "DIR", "-i", "F", "--min-pixels", "0"}, {"--min-pixels"}},
       {{"run", "-p", "hi"}, {"--model is required", "qvl run --help"}},
       {{"run", "-m", "DIR"}, {"--prompt is required"}},

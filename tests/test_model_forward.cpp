@@ -14,6 +14,7 @@
 #include "engine/prompt.h"
 #include "io/npy.h"
 #include "model/mrope.h"
+#include "model/convert.h"
 #include "model/test_model.h"
 #include "model/text.h"
 #include "model/vision.h"
@@ -73,9 +74,10 @@ NpyArray load(const std::string& path) {
   return a.ok() ? std::move(a).value() : NpyArray{};
 }
 
-void check_case(const Model& model, ThreadPool& pool, const std::string& name) {
-  SCOPED_TRACE(name);
-  const std::string dir = test::data_dir() + "/model/" + name;
+// root: the golden folder under tests/data ("model" for the tiny preset, "model-tiny-8b", ...).
+void check_case(const Model& model, ThreadPool& pool, const std::string& name, const std::string& root = "model") {
+  SCOPED_TRACE(root + "/" + name);
+  const std::string dir = test::data_dir() + "/" + root + "/" + name;
   auto text = read_file_text(dir + "/case.json");
   ASSERT_TRUE(text.ok()) << text.status().message();
   const auto c = nlohmann::ordered_json::parse(*text);
@@ -192,6 +194,79 @@ void check_case(const Model& model, ThreadPool& pool, const std::string& name) {
   auto sliced = generate(model, pool, *messages, images, g);
   ASSERT_TRUE(sliced.ok()) << sliced.status().message();
   EXPECT_EQ(sliced->tokens, c["greedy"].get<std::vector<int32_t>>()) << "prefill in slices of 7 tokens";
+}
+
+// The 4B and 8B structures at tiny widths (make-test-model --preset tiny-4b / tiny-8b), against transformers
+// on their own goldens: the 4B's q width (heads x head_dim = 512) wider than its hidden size (96) and 4:1
+// GQA; the 8B's untied lm_head, 72-wide vision heads, a vision MLP 200 wide and DeepStack at [1, 2, 4].
+struct FamilyModel {
+  std::string dir;
+  std::unique_ptr<Model> model;
+};
+FamilyModel& family_model(const std::string& preset) {
+  static std::map<std::string, FamilyModel> loaded;
+  FamilyModel& f = loaded[preset];
+  if (!f.model) {
+    f.dir = (std::filesystem::temp_directory_path() / ("qvl-test-" + preset + "-" + std::to_string(::getpid()))).string();
+    TestModelOptions o;
+    o.preset = preset;
+    o.seed = 1;
+    o.out_dir = f.dir;
+    o.model_files_dir = test::model_files_dir();
+    Status s = make_test_model(o);
+    EXPECT_TRUE(s.ok()) << s.message();
+    auto m = Model::load(f.dir);
+    EXPECT_TRUE(m.ok()) << m.status().message();
+    if (m.ok()) f.model = std::move(m).value();
+    std::filesystem::remove_all(f.dir);  // the weights stay mapped
+  }
+  return f;
+}
+
+TEST(ModelFamily, Tiny4BMatchesTransformers) {
+  FamilyModel& f = family_model("tiny-4b");
+  ASSERT_TRUE(f.model);
+  EXPECT_NE(f.model->config().text.num_attention_heads * f.model->config().text.head_dim, f.model->config().text.hidden_size);
+  ThreadPool pool(2);
+  check_case(*f.model, pool, "text_only", "model-tiny-4b");
+  check_case(*f.model, pool, "one_image", "model-tiny-4b");
+}
+
+TEST(ModelFamily, Tiny8BMatchesTransformers) {
+  FamilyModel& f = family_model("tiny-8b");
+  ASSERT_TRUE(f.model);
+  EXPECT_FALSE(f.model->config().text.tie_word_embeddings);
+  ThreadPool pool(2);
+  check_case(*f.model, pool, "text_only", "model-tiny-8b");
+  check_case(*f.model, pool, "one_image", "model-tiny-8b");
+}
+
+// Quantized at load, the 8B's vision MLP (its width is not a multiple of the 32-value block, as the real
+// 8B's 4304 is not) keeps its stored type; everything else is q8_0, and the model answers.
+TEST(ModelFamily, Tiny8BQuantizedKeepsTheUnblockableMatrices) {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("qvl-test-8bq-" + std::to_string(::getpid()))).string();
+  TestModelOptions o;
+  o.preset = "tiny-8b";
+  o.seed = 1;
+  o.out_dir = dir;
+  o.model_files_dir = test::model_files_dir();
+  ASSERT_TRUE(make_test_model(o).ok());
+  auto m = Model::load(dir, default_weight_types());
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const auto& kept = (*m)->kept_matrices();
+  ASSERT_EQ(kept.size(), 5u);  // one fc2 per vision block
+  for (const std::string& k : kept) EXPECT_NE(k.find("mlp.linear_fc2"), std::string::npos) << k;
+  EXPECT_EQ((*m)->vision_weight_type(), WeightType::kQ8_0);
+  ThreadPool pool(2);
+  GenerateOptions g;
+  g.sampling.temperature = 0;
+  g.max_tokens = 4;
+  auto img = load_image_file(test::data_dir() + "/images/png_rgb8_256x256.png");
+  ASSERT_TRUE(img.ok());
+  auto r = generate(**m, pool, {user_message(1, "What is it?")}, {*img}, g);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->tokens.size(), 4u);
 }
 
 TEST_F(ModelForward, TextOnly) { check_case(*model_, *pool_, "text_only"); }

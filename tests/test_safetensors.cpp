@@ -662,7 +662,7 @@ TEST_F(TestModelTest, RefusesMissingSourceFilesAndBadPreset) {
   opt.preset = "7b";
   st = make_test_model(opt);
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("expected tiny or 2b"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("expected tiny, tiny-4b, tiny-8b, 2b, 4b or 8b"), std::string::npos) << st.message();
 }
 
 }  // namespace

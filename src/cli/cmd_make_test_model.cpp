@@ -1,4 +1,4 @@
-// `qvl make-test-model --preset tiny|2b --seed N --out DIR`: writes a model directory with random weights.
+// `qvl make-test-model --preset tiny|2b|... --seed N --out DIR`: writes a model directory with random weights.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -11,12 +11,15 @@ namespace qvl::cli {
 
 int cmd_make_test_model(const Args& args) {
   CommandLine cli("make-test-model", "Writes a complete model directory with deterministic generated weights "
-                                     "(tiny: small widths; 2b: the real shapes).");
+                                     "(2b, 4b, 8b: the real shapes of each size; tiny, tiny-4b, tiny-8b: small widths "
+                                     "that keep each size's structure).");
   TestModelOptions opt;
   long long seed = static_cast<long long>(opt.seed);
-  cli.add_option("--preset", opt.preset, "the shapes: tiny or 2b")
-      ->type_name("tiny|2b")
-      ->check([](const std::string& s) { return s == "tiny" || s == "2b" ? "" : "must be tiny or 2b, got '" + s + "'"; })
+  cli.add_option("--preset", opt.preset, "the shapes: " + test_model_presets())
+      ->type_name("NAME")
+      ->check([](const std::string& s) {
+        return is_test_model_preset(s) ? std::string() : "must be " + test_model_presets() + ", got '" + s + "'";
+      })
       ->default_str(opt.preset);
   cli.add_option("--out", opt.out_dir, "the directory to write (created if missing)")->type_name("DIR")->required();
   cli.add_option("--seed", seed, "the weights' seed")
@@ -34,7 +37,7 @@ int cmd_make_test_model(const Args& args) {
     if (!files.ok()) return fail(cmd, files.status().message());
     opt.model_files_dir = *files;
   }
-  opt.progress = opt.preset == "2b";
+  opt.progress = opt.preset == "2b" || opt.preset == "4b" || opt.preset == "8b";
 
   const auto start = std::chrono::steady_clock::now();
   Status st = make_test_model(opt);

@@ -38,7 +38,7 @@ const Command kCommands[] = {
      "--model DIR --out DIR [--text-weights T] [--vision-weights T]\n"
      "      write a model directory with converted weights (fast start)"},
     {"make-test-model", qvl::cli::cmd_make_test_model,
-     "--preset tiny|2b --seed N --out DIR\n      write a model directory with generated weights"},
+     "--preset tiny|2b|4b|8b|tiny-4b|tiny-8b --seed N --out DIR\n      write a model directory with generated weights"},
     {"pull", qvl::cli::cmd_pull,
      "MODEL [--revision R] [--source hf|modelscope] [--cache-dir DIR]\n      download from the hub"},
 };

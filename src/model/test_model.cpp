@@ -4,6 +4,8 @@
 #include <bit>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <vector>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -101,43 +103,72 @@ Status check_source_files(const std::string& dir) {
 
 }  // namespace
 
+namespace {
+
+// The shapes of a preset, written over the 2B checkpoint's config.json (the family shares its tokenizer,
+// processor configs, M-RoPE sections and special tokens). The 4B and 8B values are those of
+// Qwen/Qwen3-VL-4B-Instruct and Qwen/Qwen3-VL-8B-Instruct's config.json; the tiny variants keep what sets
+// each apart at small widths: the 2B's tied head and q width = hidden; the 4B's q width (heads x head_dim)
+// wider than its hidden size and a 4:1 GQA; the 8B's untied lm_head and 72-wide vision heads.
+struct Shapes {
+  int v_depth, v_hidden, v_inter, v_heads, v_out;
+  std::vector<int> deepstack;
+  int t_hidden, t_inter, t_layers, t_heads, t_kv;
+  bool tied;
+};
+const std::map<std::string, Shapes>& presets() {
+  static const std::map<std::string, Shapes> p = {
+      {"4b", {24, 1024, 4096, 16, 2560, {5, 11, 17}, 2560, 9728, 36, 32, 8, true}},
+      {"8b", {27, 1152, 4304, 16, 4096, {8, 16, 24}, 4096, 12288, 36, 32, 8, false}},
+      {"tiny", {5, 64, 128, 2, 128, {1, 2, 3}, 128, 256, 4, 2, 1, true}},
+      {"tiny-4b", {5, 64, 128, 2, 96, {1, 2, 3}, 96, 192, 4, 4, 1, true}},
+      {"tiny-8b", {5, 288, 200, 4, 128, {1, 2, 4}, 128, 256, 4, 2, 1, false}},
+  };
+  return p;
+}
+
+}  // namespace
+
+std::string test_model_presets() { return "tiny, tiny-4b, tiny-8b, 2b, 4b or 8b"; }
+bool is_test_model_preset(const std::string& name) { return name == "2b" || presets().count(name) > 0; }
+
 Result<std::string> test_model_config_json(const std::string& preset, const std::string& model_files_dir) {
   const std::string src = (fs::path(model_files_dir) / "config.json").string();
   QVL_ASSIGN_OR_RETURN(std::string text, read_file_text(src, 1 << 22));
   if (preset == "2b") return text;
-  if (preset != "tiny") return Status::Error("unknown preset '" + preset + "', expected tiny or 2b");
+  auto it = presets().find(preset);
+  if (it == presets().end()) return Status::Error("unknown preset '" + preset + "', expected " + test_model_presets());
+  const Shapes& sh = it->second;
 
   auto j = nlohmann::ordered_json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("vision_config") || !j.contains("text_config") ||
       !j["vision_config"].is_object() || !j["text_config"].is_object())
     return Status::Error(src + ": expected a Qwen3-VL config.json with vision_config and text_config objects");
   auto& v = j["vision_config"];
-  v["depth"] = 5;
-  v["hidden_size"] = 64;
-  v["intermediate_size"] = 128;
-  v["num_heads"] = 2;
-  v["deepstack_visual_indexes"] = {1, 2, 3};
+  v["depth"] = sh.v_depth;
+  v["hidden_size"] = sh.v_hidden;
+  v["intermediate_size"] = sh.v_inter;
+  v["num_heads"] = sh.v_heads;
+  v["deepstack_visual_indexes"] = sh.deepstack;
   v["num_position_embeddings"] = 2304;  // the real 48×48 grid, so position interpolation is exercised as is
   v["patch_size"] = 16;
   v["temporal_patch_size"] = 2;
   v["spatial_merge_size"] = 2;
-  v["out_hidden_size"] = 128;
+  v["out_hidden_size"] = sh.v_out;
   auto& t = j["text_config"];
-  t["hidden_size"] = 128;
-  t["intermediate_size"] = 256;
-  t["num_hidden_layers"] = 4;
-  t["num_attention_heads"] = 2;
-  t["num_key_value_heads"] = 1;
-  t["head_dim"] = 128;  // keeps mrope_section [24, 20, 20]
+  t["hidden_size"] = sh.t_hidden;
+  t["intermediate_size"] = sh.t_inter;
+  t["num_hidden_layers"] = sh.t_layers;
+  t["num_attention_heads"] = sh.t_heads;
+  t["num_key_value_heads"] = sh.t_kv;
+  t["head_dim"] = 128;  // every size: keeps mrope_section [24, 20, 20]
   t["vocab_size"] = 151936;
-  t["tie_word_embeddings"] = true;
-  j["tie_word_embeddings"] = true;
+  t["tie_word_embeddings"] = sh.tied;
+  j["tie_word_embeddings"] = sh.tied;
   return j.dump(2) + "\n";
 }
 
 Status make_test_model(const TestModelOptions& options) {
-  if (options.preset != "tiny" && options.preset != "2b")
-    return Status::Error("unknown preset '" + options.preset + "', expected tiny or 2b");
   if (options.out_dir.empty()) return Status::Error("no output directory given");
   QVL_RETURN_IF_ERROR(check_source_files(options.model_files_dir));
   QVL_ASSIGN_OR_RETURN(std::string config_text, test_model_config_json(options.preset, options.model_files_dir));

@@ -1,7 +1,7 @@
 """Writes tests/data/model/<case>/: transformers' float32 eager forward of a test model made by
 `qvl make-test-model`, for the C++ forward-pass tests.
 
-Usage: gen_model_goldens.py MODEL_DIR [OUT_DIR] [--cases a,b]   (MODEL_DIR: e.g. from
+Usage: gen_model_goldens.py MODEL_DIR [OUT_DIR] [--cases=a,b]   (MODEL_DIR: e.g. from
 `build/qvl make-test-model --preset tiny --seed 1 --out out/qvl-tiny`)
 
 Per case it stores (npy, float32): the vision tower output (`visual.npy`) and each DeepStack feature
@@ -47,12 +47,14 @@ def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     model_dir = Path(args[0])
     out_root = Path(args[1]) if len(args) > 1 else ref.DATA / "model"
+    only = [a.split("=", 1)[1].split(",") for a in sys.argv[1:] if a.startswith("--cases=")]
+    cases = {k: v for k, v in CASES.items() if not only or k in only[0]}
     torch.manual_seed(0)
     model = Qwen3VLForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32,
                                                             attn_implementation="eager").eval()
     proc = ref.processor()
     layers = model.model.language_model.layers
-    for name, case in CASES.items():
+    for name, case in cases.items():
         text = proc.apply_chat_template(case["messages"], add_generation_prompt=True, tokenize=False)
         images = [load_image(str(IMAGES / f)) for f in case["images"]] or None
         enc = proc(text=[text], images=images, return_tensors="pt", images_kwargs={"size": SMALL})
