@@ -248,6 +248,13 @@ Result<TiffImage> decode_tiff(std::span<const uint8_t> bytes, const ImageDecodeL
     const size_t tile_stride = static_cast<size_t>(tw) * per_pixel * bits / 8;
     if (tile_bytes <= 0 || static_cast<uint64_t>(tile_bytes) < static_cast<uint64_t>(tile_stride) * th)
       return lib_error("bad tile size");
+    // A tile may overhang the image (a 256x256 tile on a 50x40 image), but not by more than the image could
+    // need: a header claiming gigabyte tiles for a small image is refused before anything is allocated.
+    const uint64_t cap = std::max<uint64_t>(uint64_t{4} * stride * h, uint64_t{16} << 20);
+    if (static_cast<uint64_t>(tile_bytes) > cap)
+      return Status::Error(fail("tiles of " + std::to_string(tw) + "x" + std::to_string(th) + " (" +
+                                std::to_string(tile_bytes) + " bytes) for a " + std::to_string(w) + "x" +
+                                std::to_string(h) + " image, expected at most " + std::to_string(cap) + " bytes"));
     std::vector<uint8_t> tile(static_cast<size_t>(tile_bytes));  // [th * tile_stride]
     for (size_t p = 0; p < planes; ++p) {
       for (uint32_t y0 = 0; y0 < h; y0 += th) {
