@@ -265,6 +265,22 @@ TEST(CliParse, OptionsReachTheCommands) {
   EXPECT_TRUE(contains(two.err, "decode 2 tokens")) << two.err;
   EXPECT_TRUE(contains(two.err, "text f32, vision q8_0")) << two.err;
 
+  // Per-image resolution, in --image order: 64x96 is 2x3 tokens, 96x128 3x4; one value sizes every image;
+  // detail low is the model's smallest budget (256² pixels: 64 tokens) within the run's --min-pixels.
+  Ran sized = qvl({"run", "-m", dir.string(), "-i", image, "-i", image, "-p", "hi", "-n", "1", "-t", "1",
+                   "--resized", "64x96,96x128"});
+  EXPECT_EQ(sized.code, 0) << sized.err;
+  EXPECT_TRUE(contains(sized.err, "(18 image tokens)")) << sized.err;
+  Ran all = qvl({"run", "-m", dir.string(), "-i", image, "-i", image, "-p", "hi", "-n", "1", "-t", "1", "--resized", "64x96"});
+  EXPECT_TRUE(contains(all.err, "(12 image tokens)")) << all.err;
+  Ran low = qvl({"run", "-m", dir.string(), "-i", image, "-i", image, "-p", "hi", "-n", "1", "-t", "1", "--detail", "low,high"});
+  EXPECT_EQ(low.code, 0) << low.err;
+  EXPECT_TRUE(contains(low.err, "(260 image tokens)")) << low.err;  // 64 + 196 (448² at the model's budget)
+  Ran wrong = qvl({"run", "-m", dir.string(), "-i", image, "-p", "hi", "--resized", "64x96,96x128"});
+  EXPECT_NE(wrong.code, 0);
+  EXPECT_TRUE(contains(wrong.err, "--resized: 2 values for 1 image(s)")) << wrong.err;
+  EXPECT_NE(qvl({"run", "-m", dir.string(), "-i", image, "-p", "hi", "--resized", "64"}).code, 0);
+
   Ran bench = qvl({"bench", "-m", dir.string(), "-p", "Hi", "-n", "2", "--runs", "1", "--json", "--threads", "1"});
   EXPECT_EQ(bench.code, 0) << bench.err;
   EXPECT_TRUE(contains(bench.out, "\"runs\":1")) << bench.out;

@@ -39,6 +39,8 @@ int cmd_run(const Args& args) {
   add_max_tokens_option(cli, opts.max_tokens);
   add_sampling_options(cli, sampling);
   JsonOutputArgs json_output;
+  PerImageArgs per_image;
+  add_per_image_options(cli, per_image);
   add_json_output_options(cli, json_output);
   cli.add_flag("--ignore-eos", opts.ignore_eos, "keep generating past end-of-sequence tokens (up to -n)");
   add_thread_options(cli, threads, &pin);
@@ -58,6 +60,7 @@ int cmd_run(const Args& args) {
   }
 
   if (Status s = json_output.apply_to(opts); !s.ok()) return fail(cmd, s.message());
+  if (Status s = per_image.apply_to(opts, image_paths.size()); !s.ok()) return fail(cmd, s.message());
   // Images first, so a bad file fails before the model loads.
   std::vector<ImageRGB> images;
   for (const std::string& path : image_paths) {

@@ -320,6 +320,44 @@ void add_sampling_options(CLI::App& app, SamplingArgs& s) {
       ->default_str(std::to_string(SamplingParams{}.seed));
 }
 
+void add_per_image_options(CLI::App& app, PerImageArgs& args) {
+  app.add_option("--detail", args.detail,
+                 "per image, in --image order (one value: every image): low (the smallest budget), high or auto")
+      ->type_name("low|high|auto")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"low", "high", "auto"}));
+  app.add_option("--resized", args.resized,
+                 "per image, in --image order (one value: every image): an exact size HxW, rounded to multiples of 32")
+      ->type_name("HxW")
+      ->delimiter(',');
+}
+
+Status PerImageArgs::apply_to(GenerateOptions& options, size_t n_images) const {
+  auto value = [&](const std::vector<std::string>& list, const char* name, size_t k) -> Result<std::string> {
+    if (list.empty()) return std::string();
+    if (list.size() != 1 && list.size() != n_images)
+      return Status::Error(std::string("--") + name + ": " + std::to_string(list.size()) + " values for " +
+                           std::to_string(n_images) + " image(s); give one for every image, or one for all");
+    return list.size() == 1 ? list[0] : list[k];
+  };
+  if (detail.empty() && resized.empty()) return Status::Ok();
+  options.per_image.assign(n_images, PreprocessOptions{});
+  for (size_t k = 0; k < n_images; ++k) {
+    QVL_ASSIGN_OR_RETURN(std::string d, value(detail, "detail", k));
+    if (d == "low") options.per_image[k].max_pixels = 0;
+    QVL_ASSIGN_OR_RETURN(std::string r, value(resized, "resized", k));
+    if (r.empty()) continue;
+    long long h = 0, w = 0;
+    char x = 0, extra = 0;
+    if (std::sscanf(r.c_str(), "%lld%c%lld%c", &h, &x, &w, &extra) != 3 || (x != 'x' && x != 'X') || h < 1 || w < 1 ||
+        h > 65536 || w > 65536)
+      return Status::Error("--resized: expected HxW with sides 1 to 65536 (e.g. 448x448), got '" + r + "'");
+    options.per_image[k].resized_height = h;
+    options.per_image[k].resized_width = w;
+  }
+  return Status::Ok();
+}
+
 Status JsonOutputArgs::apply_to(GenerateOptions& options) const {
   if (!schema_file.empty()) {
     auto text = read_file_text(schema_file, 1 << 20);

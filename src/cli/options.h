@@ -91,6 +91,17 @@ struct JsonOutputArgs {
 };
 void add_json_output_options(CLI::App& app, JsonOutputArgs& args);
 
+// ---- Per-image resolution: --detail and --resized, one value per --image in order (one value: every image) --
+// As an image part's fields in the API: detail low | high | auto (low: the model's smallest budget),
+// resized HxW (qwen-vl-utils' resized_height x resized_width: that size rounded to multiples of 32).
+struct PerImageArgs {
+  std::vector<std::string> detail;
+  std::vector<std::string> resized;
+  // Sets options.per_image for n_images images; an error names the option and the value.
+  Status apply_to(GenerateOptions& options, size_t n_images) const;
+};
+void add_per_image_options(CLI::App& app, PerImageArgs& args);
+
 // ---- Validators (for options a single command owns) -------------------------------------------------------
 // An integer in [lo, hi]: "must be in [1, 1024], got 0" / "expects an integer, got 'x'".
 CLI::Validator integer_in(long long lo, long long hi);
