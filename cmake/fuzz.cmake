@@ -59,6 +59,7 @@ qvl_add_fuzz_target(config)       # config.json
 qvl_add_fuzz_target(api_json)     # request bodies: JSON limits + parse -> OpenAI, Ollama chat/generate, /chat
 qvl_add_fuzz_target(multipart)    # multipart/form-data bodies (POST /v1/vision/completion)
 qvl_add_fuzz_target(json_schema)  # structured output: schema compiler + byte acceptor (answers that pass must parse)
+qvl_add_fuzz_target(gguf)         # GGUF header, metadata, tensor table; dequantization of what it hands out
 
 # Open findings (tests/fuzz/findings/README.md) that a bounded run finds again within seconds: their bounded
 # run stays off until the bug is fixed (the corpus replay still runs). Re-enable by deleting the name here.

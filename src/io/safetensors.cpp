@@ -268,7 +268,18 @@ const TensorView* SafetensorsModel::find(const std::string& name) const {
   return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
+SafetensorsModel SafetensorsModel::from_views(std::vector<TensorView> tensors, std::map<std::string, std::string> metadata,
+                                              uint64_t bytes) {
+  SafetensorsModel m;
+  m.tensors_ = std::move(tensors);
+  for (size_t i = 0; i < m.tensors_.size(); ++i) m.index_.emplace(m.tensors_[i].name, i);
+  m.extra_metadata_ = std::move(metadata);
+  m.extra_bytes_ = bytes;
+  return m;
+}
+
 const std::string* SafetensorsModel::metadata(const std::string& key) const {
+  if (auto it = extra_metadata_.find(key); it != extra_metadata_.end()) return &it->second;
   for (const SafetensorsFile& f : files_) {
     auto it = f.metadata().find(key);
     if (it != f.metadata().end()) return &it->second;
@@ -287,7 +298,7 @@ void SafetensorsModel::release(const void* data, size_t bytes) {
 }
 
 uint64_t SafetensorsModel::mapped_bytes() const {
-  uint64_t n = 0;
+  uint64_t n = extra_bytes_;
   for (const auto& f : files_) n += f.file_size();
   return n;
 }

@@ -67,6 +67,10 @@ class SafetensorsFile {
 class SafetensorsModel {
  public:
   static Result<SafetensorsModel> open(const std::string& dir);
+  // A checkpoint of tensors that live elsewhere (a GGUF file's mapping, buffers the caller owns and keeps
+  // alive as long as this), with string metadata as a safetensors header's __metadata__ holds it.
+  static SafetensorsModel from_views(std::vector<TensorView> tensors, std::map<std::string, std::string> metadata,
+                                     uint64_t bytes);
 
   const TensorView* find(const std::string& name) const;
   // A "__metadata__" value of any shard, or null.
@@ -85,6 +89,8 @@ class SafetensorsModel {
  private:
   std::vector<SafetensorsFile> files_;
   std::vector<TensorView> tensors_;
+  std::map<std::string, std::string> extra_metadata_;  // from_views
+  uint64_t extra_bytes_ = 0;                           // from_views: the size of what the views point into
   std::unordered_map<std::string, size_t> index_;
 };
 

@@ -3,10 +3,13 @@
 #include "model/model.h"
 #include "util/cpu_budget.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 
+#include "model/bundled_files.h"
+#include "model/gguf_checkpoint.h"
 #include "util/file.h"
 
 namespace qvl {
@@ -32,9 +35,10 @@ Result<ChatTemplateKind> read_chat_template_kind(const std::string& dir) {
 }
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const WeightTypes& types, int threads) {
+  if (is_gguf_model(dir)) return load_gguf(dir, types, threads);
   if (!std::filesystem::is_directory(dir))
     return Status::Error(dir + ": not a directory (expected a model directory with config.json, tokenizer.json "
-                               "and model.safetensors)");
+                               "and model.safetensors, or a .gguf file)");
   std::unique_ptr<Model> m(new Model());
   m->dir_ = dir;
   QVL_ASSIGN_OR_RETURN(m->config_, ModelConfig::load(dir));
@@ -44,6 +48,53 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const WeightT
   QVL_ASSIGN_OR_RETURN(m->chat_template_, read_chat_template_kind(dir));
   QVL_ASSIGN_OR_RETURN(m->image_config_, ImageProcessorConfig::load(dir));
   QVL_ASSIGN_OR_RETURN(m->weights_, SafetensorsModel::open(dir));
+  QVL_RETURN_IF_ERROR(m->bind(dir, types, threads));
+  return m;
+}
+
+// A GGUF pair (llama.cpp's layout): config and weights from the files; the tokenizer, processor and generation
+// configs from a tokenizer.json beside them, else the ones qvl ships for the Qwen3-VL family, when the
+// file's vocabulary is that tokenizer's; the chat template from the file's tokenizer.chat_template.
+Result<std::unique_ptr<Model>> Model::load_gguf(const std::string& path, const WeightTypes& types, int threads) {
+  QVL_ASSIGN_OR_RETURN(GgufPair pair, locate_gguf_pair(path));
+  QVL_ASSIGN_OR_RETURN(std::unique_ptr<GgufCheckpoint> ck, open_gguf_checkpoint(pair));
+  std::unique_ptr<Model> m(new Model());
+  m->dir_ = path;
+  QVL_ASSIGN_OR_RETURN(m->config_, ModelConfig::parse(ck->config_json, pair.text + " (its metadata as config.json)"));
+  std::string files = std::filesystem::path(pair.text).parent_path().string();
+  if (!std::filesystem::exists(std::filesystem::path(files) / "tokenizer.json")) {
+    QVL_ASSIGN_OR_RETURN(files, bundled_model_files_dir());
+  }
+  QVL_ASSIGN_OR_RETURN(m->generation_, GenerationConfig::load(files));
+  QVL_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::load(files));
+  if (auto tokens = ck->files[0].get_strings("tokenizer.ggml.tokens"); tokens.ok()) {
+    // The file's own vocabulary must be the tokenizer's: the same count and the same strings where both have them.
+    // (llama.cpp pads the list to the embedding's rows with [PADn] entries.)
+    const int64_t n = tok.vocab_size();
+    bool same = static_cast<int64_t>(tokens->size()) >= n;
+    for (int64_t id = 0; same && id < n; id += std::max<int64_t>(1, n / 97))
+      same = tok.vocab_token_id((*tokens)[static_cast<size_t>(id)]) == id;
+    if (same) same = tok.vocab_token_id((*tokens)[static_cast<size_t>(n - 1)]) == n - 1;
+    if (!same)
+      return Status::Error(pair.text + ": its vocabulary (" + std::to_string(tokens->size()) + " tokens) is not the Qwen3-VL "
+                           "tokenizer's in " + files + " (" + std::to_string(tok.vocab_size()) + "); put the model's "
+                           "tokenizer.json beside the .gguf file");
+  }
+  m->tokenizer_ = std::make_unique<Tokenizer>(std::move(tok));
+  if (!ck->chat_template.empty()) {
+    m->chat_template_ = chat_template_kind(ck->chat_template);
+  } else {
+    QVL_ASSIGN_OR_RETURN(m->chat_template_, read_chat_template_kind(files));
+  }
+  QVL_ASSIGN_OR_RETURN(m->image_config_, ImageProcessorConfig::load(files));
+  m->weights_ = std::move(ck->weights);
+  m->gguf_ = std::move(ck);
+  QVL_RETURN_IF_ERROR(m->bind(path, types, threads));
+  return m;
+}
+
+Status Model::bind(const std::string& dir, const WeightTypes& types, int threads) {
+  Model* m = this;
   auto vision = bind_vision_weights(m->weights_, m->config_.vision);
   if (!vision.ok()) return vision.status().with_context(dir);
   m->vision_ = std::move(vision).value();
@@ -59,7 +110,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const WeightT
       m->image_config_.merge_size != m->config_.vision.spatial_merge_size ||
       m->image_config_.temporal_patch_size != m->config_.vision.temporal_patch_size)
     return Status::Error(dir + ": preprocessor_config.json patch/merge/temporal sizes disagree with config.json");
-  return m;
+  return Status::Ok();
 }
 
 std::vector<std::pair<std::string, const Mat*>> Model::convertible_matrices() const {

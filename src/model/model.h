@@ -11,6 +11,7 @@
 #include "model/convert.h"
 #include "model/config.h"
 #include "model/generation_config.h"
+#include "model/gguf_checkpoint.h"
 #include "tokenizer/chat_format.h"
 #include "model/image_processor.h"
 #include "model/weights.h"
@@ -31,6 +32,8 @@ class Model {
   // and the safetensors
   // weights (single file or sharded), mapped read-only; matrices are converted to `types` where given
   // (quantized at load, using `threads` threads; 0 = one per physical core).
+  // `dir` may also be a GGUF model (a .gguf file with its mmproj beside it, or a directory of both:
+  // model/gguf_checkpoint.h).
   static Result<std::unique_ptr<Model>> load(const std::string& dir, const WeightTypes& types = {}, int threads = 0);
 
   const std::string& dir() const { return dir_; }
@@ -60,6 +63,9 @@ class Model {
 
  private:
   Model() = default;
+  static Result<std::unique_ptr<Model>> load_gguf(const std::string& path, const WeightTypes& types, int threads);
+  // Binds the weights to the config and converts them to `types` (both load paths).
+  Status bind(const std::string& where, const WeightTypes& types, int threads);
   std::string dir_;
   ModelConfig config_;
   GenerationConfig generation_;
@@ -71,6 +77,7 @@ class Model {
   TextW text_;
   WeightArena converted_;  // matrices converted at load
   std::vector<std::string> kept_;  // matrices left in their stored type (width not a multiple of 32)
+  std::unique_ptr<GgufCheckpoint> gguf_;  // a GGUF model's files and rebuilt tensors (weights_ views them)
 };
 
 }  // namespace qvl

@@ -2,6 +2,8 @@
 // downloaded into it.
 #include "model/resolve.h"
 
+#include "model/gguf_checkpoint.h"
+
 #include <filesystem>
 
 namespace qvl {
@@ -20,6 +22,10 @@ bool is_model_dir(const fs::path& dir) {
 Result<LocatedModel> resolve_model(const std::string& spec, const ResolveOptions& options) {
   std::error_code ec;
   if (spec.empty()) return Status::Error("--model is empty; give a model directory or a hub id");
+  if (is_gguf_model(spec)) {  // llama.cpp's files: a .gguf (its mmproj beside it) or a folder of both
+    const fs::path p(spec);
+    return LocatedModel{spec, fs::is_directory(p, ec) ? p.filename().string() : p.stem().string()};
+  }
   if (fs::is_directory(spec, ec)) {
     if (!is_model_dir(spec)) {
       return Status::Error("--model " + spec + ": the directory has no config.json; expected a Qwen3-VL model "

@@ -258,6 +258,16 @@ int32_t Tokenizer::token_id(std::string_view token_text) const {
   return it == bytes_to_id_.end() ? -1 : it->second;
 }
 
+int32_t Tokenizer::vocab_token_id(std::string_view vocab_text) const {
+  for (const AddedToken& a : added_)
+    if (a.content == vocab_text) return a.id;
+  static const std::vector<int> inv = unicode_to_byte_table();
+  auto bytes = byte_level_to_bytes(std::string(vocab_text), inv);
+  if (!bytes.ok()) return -1;
+  auto it = bytes_to_id_.find(*bytes);
+  return it == bytes_to_id_.end() ? -1 : it->second;
+}
+
 std::string Tokenizer::decode_bytes(const std::vector<int32_t>& ids, bool skip_special) const {
   std::string out;
   for (int32_t id : ids) {

@@ -54,6 +54,9 @@ class Tokenizer {
   bool is_special(int32_t id) const;
   // The id of a token given by its text, e.g. "<|im_end|>", or -1.
   int32_t token_id(std::string_view token_text) const;
+  // The id of a token as tokenizer.json's vocabulary (and a GGUF's tokenizer.ggml.tokens) spells it: byte-level
+  // ("Ġhello" for " hello"), added tokens as they are; -1 if it is not in this vocabulary.
+  int32_t vocab_token_id(std::string_view vocab_text) const;
   int32_t vocab_size() const { return static_cast<int32_t>(id_to_bytes_.size()); }
   const std::vector<AddedToken>& added_tokens() const { return added_; }
 

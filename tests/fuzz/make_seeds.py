@@ -233,8 +233,16 @@ def config():
     out("config", "tiny", json.dumps(c, indent=1))
 
 
+# --- gguf: the type-zoo file written by the gguf package, and cuts of it ---------------------------------
+def gguf():
+    whole = (DATA / "gguf" / "types.gguf").read_bytes()
+    out("gguf", "types", whole)
+    for cut in (24, 200, 600, len(whole) // 2):
+        out("gguf", f"cut-{cut}", whole[:cut])
+
+
 if __name__ == "__main__":
-    for name in ("images", "exif", "safetensors", "quantized", "chat", "tokenizer", "config"):
+    for name in ("images", "exif", "safetensors", "quantized", "chat", "tokenizer", "config", "gguf"):
         for p in (CORPUS / name).glob("seed-*"):
             p.unlink()
         globals()[name]()

@@ -1,0 +1,244 @@
+// llama.cpp's Qwen3-VL GGUF layout mapped back onto transformers' names and shapes (gguf_checkpoint.h).
+// The names and the two-slice patch embedding follow llama.cpp's converter (conversion/qwen3vl.py,
+// gguf-py's tensor_mapping.py): tools/gguf_convert.py writes the same layout, and the tests load both.
+#include "model/gguf_checkpoint.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+namespace qvl {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool is_mmproj_name(const fs::path& p) {
+  std::string n = p.filename().string();
+  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return n.find("mmproj") != std::string::npos;
+}
+
+std::vector<fs::path> gguf_files(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_regular_file() && ends_with(e.path().filename().string(), ".gguf")) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// transformers' name for a GGUF tensor name, and the deepstack layer it belongs to (-1: none).
+std::string hf_name(const std::string& g, const std::vector<int64_t>& deepstack) {
+  static const std::regex text_layer(R"(blk\.(\d+)\.(\w+)\.weight)");
+  static const std::regex vision_layer(R"(v\.blk\.(\d+)\.(\w+)\.(weight|bias))");
+  static const std::regex ds(R"(v\.deepstack\.(\d+)\.(norm|fc1|fc2)\.(weight|bias))");
+  static const std::regex mm(R"(mm\.(0|2)\.(weight|bias))");
+  static const std::map<std::string, std::string> text = {
+      {"attn_norm", "input_layernorm"}, {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
+      {"attn_v", "self_attn.v_proj"}, {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
+      {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"}, {"ffn_gate", "mlp.gate_proj"},
+      {"ffn_up", "mlp.up_proj"}, {"ffn_down", "mlp.down_proj"}};
+  static const std::map<std::string, std::string> vision = {
+      {"attn_qkv", "attn.qkv"}, {"attn_out", "attn.proj"}, {"ln1", "norm1"}, {"ln2", "norm2"},
+      {"ffn_up", "mlp.linear_fc1"}, {"ffn_down", "mlp.linear_fc2"}};
+  std::smatch m;
+  if (g == "token_embd.weight") return "model.language_model.embed_tokens.weight";
+  if (g == "output_norm.weight") return "model.language_model.norm.weight";
+  if (g == "output.weight") return "lm_head.weight";
+  if (g == "v.patch_embd.bias") return "model.visual.patch_embed.proj.bias";
+  if (g == "v.position_embd.weight") return "model.visual.pos_embed.weight";
+  if (g == "v.post_ln.weight" || g == "v.post_ln.bias") return "model.visual.merger.norm." + g.substr(10);
+  if (std::regex_match(g, m, text_layer) && text.count(m[2]))
+    return "model.language_model.layers." + m[1].str() + "." + text.at(m[2]) + ".weight";
+  if (std::regex_match(g, m, vision_layer) && vision.count(m[2]))
+    return "model.visual.blocks." + m[1].str() + "." + vision.at(m[2]) + "." + m[3].str();
+  if (std::regex_match(g, m, mm)) return std::string("model.visual.merger.linear_fc") + (m[1] == "0" ? "1." : "2.") + m[2].str();
+  if (std::regex_match(g, m, ds)) {
+    const int64_t layer = std::stoll(m[1].str());
+    const auto it = std::find(deepstack.begin(), deepstack.end(), layer);
+    if (it == deepstack.end()) return "";
+    const std::string part = m[2] == "norm" ? "norm" : m[2] == "fc1" ? "linear_fc1" : "linear_fc2";
+    return "model.visual.deepstack_merger_list." + std::to_string(it - deepstack.begin()) + "." + part + "." + m[3].str();
+  }
+  return "";
+}
+
+}  // namespace
+
+bool is_gguf_model(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) return ends_with(path, ".gguf");
+  return fs::is_directory(path, ec) && !fs::exists(fs::path(path) / "config.json", ec) && !gguf_files(path).empty();
+}
+
+Result<GgufPair> locate_gguf_pair(const std::string& path) {
+  std::error_code ec;
+  GgufPair pair;
+  const bool file = fs::is_regular_file(path, ec);
+  const fs::path dir = file ? fs::path(path).parent_path() : fs::path(path);
+  std::vector<fs::path> all = gguf_files(dir.empty() ? fs::path(".") : dir);
+  std::vector<fs::path> text, mmproj;
+  for (const fs::path& p : all) (is_mmproj_name(p) ? mmproj : text).push_back(p);
+  if (file) {
+    if (is_mmproj_name(path)) return Status::Error(path + ": this is a vision (mmproj) file; --model takes the text model's .gguf");
+    pair.text = path;
+  } else if (text.size() == 1) {
+    pair.text = text[0].string();
+  } else {
+    return Status::Error(path + ": expected one text-model .gguf file (and one mmproj), found " + std::to_string(text.size()) +
+                         "; pass the file itself: --model " + (text.empty() ? std::string("FILE.gguf") : text[0].string()));
+  }
+  if (mmproj.size() != 1)
+    return Status::Error(path + ": expected one vision file beside the model (a .gguf whose name contains \"mmproj\"), found " +
+                         std::to_string(mmproj.size()));
+  pair.mmproj = mmproj[0].string();
+  return pair;
+}
+
+Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pair) {
+  auto ck = std::make_unique<GgufCheckpoint>();
+  QVL_ASSIGN_OR_RETURN(GgufFile text, GgufFile::open(pair.text));
+  QVL_ASSIGN_OR_RETURN(GgufFile vis, GgufFile::open(pair.mmproj));
+  QVL_ASSIGN_OR_RETURN(std::string arch, text.get_string("general.architecture"));
+  if (arch != "qwen3vl")
+    return Status::Error(pair.text + ": general.architecture is '" + arch + "', expected 'qwen3vl' (a Qwen3-VL text model)");
+  QVL_ASSIGN_OR_RETURN(std::string varch, vis.get_string("general.architecture"));
+  QVL_ASSIGN_OR_RETURN(std::string projector, vis.get_string("clip.projector_type"));
+  if (varch != "clip" || projector != "qwen3vl_merger")
+    return Status::Error(pair.mmproj + ": architecture '" + varch + "' with projector '" + projector +
+                         "', expected 'clip' with 'qwen3vl_merger' (a Qwen3-VL mmproj)");
+  if (auto t = text.get_string("tokenizer.chat_template"); t.ok()) ck->chat_template = *t;
+
+  // config.json from the metadata and the shapes.
+  const GgufTensor* embd = text.tensor("token_embd.weight");
+  const GgufTensor* pos = vis.tensor("v.position_embd.weight");
+  if (!embd) return Status::Error(pair.text + ": no token_embd.weight tensor");
+  if (!pos) return Status::Error(pair.mmproj + ": no v.position_embd.weight tensor");
+  nlohmann::ordered_json tc, vc;
+  QVL_ASSIGN_OR_RETURN(uint64_t layers, text.get_uint("qwen3vl.block_count"));
+  QVL_ASSIGN_OR_RETURN(uint64_t hidden, text.get_uint("qwen3vl.embedding_length"));
+  QVL_ASSIGN_OR_RETURN(uint64_t ffn, text.get_uint("qwen3vl.feed_forward_length"));
+  QVL_ASSIGN_OR_RETURN(uint64_t heads, text.get_uint("qwen3vl.attention.head_count"));
+  QVL_ASSIGN_OR_RETURN(uint64_t kv, text.get_uint("qwen3vl.attention.head_count_kv"));
+  QVL_ASSIGN_OR_RETURN(double eps, text.get_float("qwen3vl.attention.layer_norm_rms_epsilon"));
+  QVL_ASSIGN_OR_RETURN(double theta, text.get_float("qwen3vl.rope.freq_base"));
+  QVL_ASSIGN_OR_RETURN(std::vector<int64_t> sections, text.get_ints("qwen3vl.rope.dimension_sections"));
+  if (sections.size() < 3) return Status::Error(pair.text + ": qwen3vl.rope.dimension_sections has " + std::to_string(sections.size()) + " values, expected 3 or 4");
+  const bool tied = text.tensor("output.weight") == nullptr;
+  tc["hidden_size"] = hidden;
+  tc["intermediate_size"] = ffn;
+  tc["num_hidden_layers"] = layers;
+  tc["num_attention_heads"] = heads;
+  tc["num_key_value_heads"] = kv;
+  tc["head_dim"] = text.get_uint("qwen3vl.attention.key_length").ok() ? *text.get_uint("qwen3vl.attention.key_length") : hidden / heads;
+  tc["vocab_size"] = embd->ne[1];
+  tc["rms_norm_eps"] = eps;
+  tc["rope_theta"] = theta;
+  tc["max_position_embeddings"] = text.get_uint("qwen3vl.context_length").ok() ? *text.get_uint("qwen3vl.context_length") : 262144;
+  tc["rope_scaling"] = {{"mrope_interleaved", true}, {"mrope_section", {sections[0], sections[1], sections[2]}}, {"rope_type", "default"}};
+  tc["tie_word_embeddings"] = tied;
+  tc["hidden_act"] = "silu";
+  QVL_ASSIGN_OR_RETURN(uint64_t vdepth, vis.get_uint("clip.vision.block_count"));
+  QVL_ASSIGN_OR_RETURN(uint64_t vhidden, vis.get_uint("clip.vision.embedding_length"));
+  QVL_ASSIGN_OR_RETURN(uint64_t vffn, vis.get_uint("clip.vision.feed_forward_length"));
+  QVL_ASSIGN_OR_RETURN(uint64_t vheads, vis.get_uint("clip.vision.attention.head_count"));
+  QVL_ASSIGN_OR_RETURN(uint64_t proj, vis.get_uint("clip.vision.projection_dim"));
+  QVL_ASSIGN_OR_RETURN(uint64_t patch, vis.get_uint("clip.vision.patch_size"));
+  QVL_ASSIGN_OR_RETURN(uint64_t merge, vis.get_uint("clip.vision.spatial_merge_size"));
+  QVL_ASSIGN_OR_RETURN(std::vector<int64_t> is_ds, vis.get_ints("clip.vision.is_deepstack_layers"));
+  std::vector<int64_t> deepstack;
+  for (size_t i = 0; i < is_ds.size(); ++i)
+    if (is_ds[i]) deepstack.push_back(static_cast<int64_t>(i));
+  vc = {{"depth", vdepth}, {"hidden_size", vhidden}, {"intermediate_size", vffn}, {"num_heads", vheads},
+        {"out_hidden_size", proj}, {"patch_size", patch}, {"spatial_merge_size", merge}, {"temporal_patch_size", 2},
+        {"in_channels", 3}, {"num_position_embeddings", pos->ne[1]}, {"deepstack_visual_indexes", deepstack},
+        {"hidden_act", "gelu_pytorch_tanh"}};
+  nlohmann::ordered_json config = {{"architectures", {"Qwen3VLForConditionalGeneration"}}, {"model_type", "qwen3_vl"},
+                                   {"image_token_id", 151655}, {"video_token_id", 151656}, {"vision_start_token_id", 151652},
+                                   {"vision_end_token_id", 151653}, {"tie_word_embeddings", tied},
+                                   {"text_config", tc}, {"vision_config", vc}};
+  ck->config_json = config.dump(2);
+
+  // The tensors under transformers' names.
+  std::vector<TensorView> views;
+  std::map<std::string, std::string> meta;
+  uint64_t bytes = 0;
+  auto add_owned = [&](const std::string& name, std::vector<int64_t> shape, std::unique_ptr<float[]> data, size_t n) {
+    views.push_back(TensorView{name, DType::kF32, std::move(shape), reinterpret_cast<const uint8_t*>(data.get()), n * 4});
+    ck->owned.push_back(std::move(data));
+  };
+  auto dequantized = [&](const GgufTensor& t) {
+    const size_t n = static_cast<size_t>(t.numel());
+    auto out = std::make_unique<float[]>(n);
+    const int64_t cols = t.ne[0], rows = t.numel() / cols;
+    const uint64_t row_bytes = t.bytes / static_cast<uint64_t>(rows);
+    for (int64_t r = 0; r < rows; ++r) (void)gguf_dequantize_row(t.type, t.data + r * row_bytes, out.get() + r * cols, cols);
+    return out;
+  };
+  for (const GgufFile* f : {&text, &vis}) {
+    bytes += 0;
+    for (const GgufTensor& t : f->tensors()) {
+      if (t.name == "v.patch_embd.weight" || t.name == "v.patch_embd.weight.1") continue;
+      const std::string name = hf_name(t.name, deepstack);
+      if (name.empty()) {
+        return Status::Error(f->name() + ": tensor '" + t.name + "' is not part of Qwen3-VL's GGUF layout (llama.cpp's names: "
+                             "blk.N.attn_q.weight, v.blk.N.attn_qkv.weight, mm.0.weight, v.deepstack.N.fc1.weight, ...)");
+      }
+      const std::vector<int64_t> shape = t.shape();
+      switch (static_cast<GgmlType>(t.type)) {
+        case GgmlType::kF32: views.push_back({name, DType::kF32, shape, t.data, t.bytes}); break;
+        case GgmlType::kF16: views.push_back({name, DType::kF16, shape, t.data, t.bytes}); break;
+        case GgmlType::kBF16: views.push_back({name, DType::kBF16, shape, t.data, t.bytes}); break;
+        case GgmlType::kQ8_0:
+        case GgmlType::kQ4_0: {
+          // GGUF's Q8_0/Q4_0 blocks are qvl's: bound as rows of blocks (U8), as a `qvl quantize` file stores them.
+          const int64_t rows = t.numel() / t.ne[0];
+          if (shape.size() != 2) return Status::Error(f->name() + ": tensor '" + t.name + "' is quantized with " +
+                                                     std::to_string(shape.size()) + " dimensions, expected a matrix");
+          views.push_back({name, DType::kU8, {rows, static_cast<int64_t>(t.bytes) / rows}, t.data, t.bytes});
+          meta["qvl.quantized." + name] = t.type == static_cast<uint32_t>(GgmlType::kQ8_0) ? "q8_0" : "q4_0";
+          break;
+        }
+        default:
+          add_owned(name, shape, dequantized(t), static_cast<size_t>(t.numel()));
+      }
+    }
+  }
+  // The Conv3d kernel [out, 3, 2, p, p] from its two time slices [out, 3, p, p].
+  const GgufTensor* p0 = vis.tensor("v.patch_embd.weight");
+  const GgufTensor* p1 = vis.tensor("v.patch_embd.weight.1");
+  if (!p0 || !p1 || p0->ne != p1->ne || p0->ne.size() != 4)
+    return Status::Error(pair.mmproj + ": expected the patch embedding as v.patch_embd.weight and v.patch_embd.weight.1, "
+                         "two [out, 3, p, p] tensors (llama.cpp's split of the Conv3d kernel)");
+  {
+    const std::vector<int64_t> s = p0->shape();  // [out, 3, p, p]
+    const int64_t out_c = s[0], plane = s[1] * s[2] * s[3];
+    auto a = dequantized(*p0), b = dequantized(*p1);
+    const size_t n = static_cast<size_t>(out_c * plane * 2);
+    auto w = std::make_unique<float[]>(n);  // [out, 3, 2, p, p]
+    const int64_t pp = s[2] * s[3];
+    for (int64_t o = 0; o < out_c; ++o)
+      for (int64_t c = 0; c < s[1]; ++c)
+        for (int64_t t = 0; t < 2; ++t)
+          std::memcpy(w.get() + ((o * s[1] + c) * 2 + t) * pp, (t == 0 ? a : b).get() + (o * s[1] + c) * pp,
+                      static_cast<size_t>(pp) * sizeof(float));
+    add_owned("model.visual.patch_embed.proj.weight", {out_c, s[1], 2, s[2], s[3]}, std::move(w), n);
+  }
+  bytes = 0;
+  for (const GgufFile* f : {&text, &vis})
+    for (const GgufTensor& t : f->tensors()) bytes += t.bytes;
+  ck->files.push_back(std::move(text));
+  ck->files.push_back(std::move(vis));
+  ck->weights = SafetensorsModel::from_views(std::move(views), std::move(meta), bytes);
+  return ck;
+}
+
+}  // namespace qvl

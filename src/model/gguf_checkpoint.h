@@ -1,0 +1,45 @@
+// A Qwen3-VL checkpoint in llama.cpp's GGUF layout: the text model (architecture "qwen3vl") and the vision
+// tower in its "mmproj" file (architecture "clip", projector "qwen3vl_merger"), mapped back onto the
+// transformers names and shapes the rest of qvl binds (model/weights.h):
+//   - config.json is rebuilt from the metadata (qwen3vl.*, clip.vision.*) and the tensors' shapes;
+//   - tensors are renamed (blk.N.attn_q -> model.language_model.layers.N.self_attn.q_proj, v.blk.N.ln1 ->
+//     model.visual.blocks.N.norm1, mm.0 -> merger.linear_fc1, v.deepstack.<layer> -> deepstack_merger_list.K);
+//   - the patch embedding, which llama.cpp's converter splits into its two time slices
+//     (v.patch_embd.weight and v.patch_embd.weight.1), is stacked back into the Conv3d kernel;
+//   - F32, F16 and BF16 tensors are views into the mapped file; Q8_0 and Q4_0 rows are GGUF's blocks, which
+//     are qvl's own, bound as they are; K-quant tensors (Q4_K, Q5_K, Q6_K) are dequantized to float at load
+//     (exactly as ggml does; no K-quant kernels yet), and quantized again by --text-weights/--vision-weights.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/gguf.h"
+#include "io/safetensors.h"
+#include "util/status.h"
+
+namespace qvl {
+
+struct GgufCheckpoint {
+  std::vector<GgufFile> files;                      // the text model, then the mmproj
+  std::vector<std::unique_ptr<float[]>> owned;      // tensors rebuilt or dequantized at load
+  std::string config_json;                          // a transformers config.json
+  std::string chat_template;                        // tokenizer.chat_template, if the file has one
+  SafetensorsModel weights;                         // the tensors under transformers' names
+};
+
+// The text model and mmproj files for a --model PATH: a .gguf file (its mmproj: a file beside it whose name
+// contains "mmproj"), or a directory holding both. An error says what was found.
+struct GgufPair {
+  std::string text, mmproj;
+};
+Result<GgufPair> locate_gguf_pair(const std::string& path);
+
+// True for a .gguf file, or a directory with .gguf files and no config.json.
+bool is_gguf_model(const std::string& path);
+
+Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pair);
+
+}  // namespace qvl

@@ -1,0 +1,66 @@
+"""GGUF models (issue 16): the tiny test model converted by tools/gguf_convert.py into llama.cpp's layout (a
+`qwen3vl` text GGUF and a `clip` mmproj), loaded by qvl, gives the safetensors model's logits: identically
+from F32 files (bf16 weights are exact in float32), and the same greedy answer from Q8_0 files as the
+safetensors model quantized to q8_0 at load (the same blocks)."""
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import IMAGES, ROOT, _binary, _model_files
+
+
+def run(*args, check=True):
+    r = subprocess.run([str(_binary()), *args], capture_output=True, text=True, timeout=300)
+    if check and r.returncode != 0:
+        raise AssertionError(f"qvl {' '.join(args)} failed ({r.returncode}):\n{r.stderr}")
+    return r
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("gguf")
+    run("make-test-model", "--preset", "tiny", "--seed", "1", "--out", str(d / "tiny"), "--model-files", str(_model_files()))
+    for t in ("f32", "q8_0"):
+        subprocess.run([sys.executable, str(ROOT / "tools" / "gguf_convert.py"), str(d / "tiny"), str(d / t), "--outtype", t],
+                       check=True, capture_output=True, timeout=300)
+    return d
+
+
+def answer(model, dump, *extra):
+    image = str(IMAGES / "png_rgb8_256x256.png")
+    r = run("run", "--model", str(model), "-i", image, "-p", "Describe it.", "-n", "8", "--temp", "0", "-t", "2",
+            "--max-pixels", "65536", "--dump", str(dump), *extra)
+    return r.stdout, np.load(dump / "lm_head.npy") if (dump / "lm_head.npy").exists() else None
+
+
+def test_f32_gguf_gives_the_safetensors_logits(models, tmp_path):
+    f32 = ["--text-weights", "f32", "--vision-weights", "f32"]
+    want, want_logits = answer(models / "tiny", tmp_path / "st", *f32)
+    got, got_logits = answer(models / "f32" / "tiny-f32.gguf", tmp_path / "gguf", *f32)
+    assert got == want
+    assert want_logits is not None and got_logits is not None
+    err = np.abs(got_logits - want_logits).max() / np.abs(want_logits).max()
+    assert err <= 1e-6, err
+    # A folder holding both files is a model too.
+    got_dir, _ = answer(models / "f32", tmp_path / "dir", *f32)
+    assert got_dir == want
+
+
+def test_q8_0_gguf_answers_as_the_model_quantized_at_load(models, tmp_path):
+    q8 = ["--text-weights", "q8_0", "--vision-weights", "q8_0"]
+    want, _ = answer(models / "tiny", tmp_path / "st", *q8)
+    got, _ = answer(models / "q8_0" / "tiny-q8_0.gguf", tmp_path / "gguf", *q8)
+    assert got == want
+
+
+def test_refusals_say_what_is_missing(models, tmp_path):
+    lonely = tmp_path / "lonely"
+    lonely.mkdir()
+    (lonely / "m.gguf").write_bytes((models / "q8_0" / "tiny-q8_0.gguf").read_bytes()[:100000])
+    r = run("run", "--model", str(lonely / "m.gguf"), "-p", "hi", "-n", "1", check=False)
+    assert r.returncode != 0 and "mmproj" in r.stderr, r.stderr
+    r = run("run", "--model", str(models / "q8_0" / "mmproj-tiny-q8_0.gguf"), "-p", "hi", check=False)
+    assert r.returncode != 0 and "vision (mmproj) file" in r.stderr, r.stderr
