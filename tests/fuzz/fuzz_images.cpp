@@ -1,4 +1,4 @@
-// Fuzz target: decode_image on any bytes — every format it sniffs (JPEG, PNG, WebP, GIF, BMP, ICO, Netpbm), with the
+// Fuzz target: decode_image on any bytes — every format it sniffs (JPEG, PNG, WebP, GIF, BMP, ICO, Netpbm, TIFF), with the
 // EXIF/XMP orientation found in them applied. A decoded image must be consistent; a refusal must say why.
 #include <cstdint>
 
