@@ -2,9 +2,11 @@
 // and writes a model directory that later starts by mapping the converted weights.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/model_arg.h"
 #include "cli/options.h"
+#include "model/gguf_export.h"
 #include "model/quantize_file.h"
 
 namespace qvl::cli {
@@ -12,12 +14,18 @@ namespace qvl::cli {
 int cmd_quantize(const Args& args) {
   CommandLine cli("quantize", "Converts a checkpoint's weights once and writes a model directory that starts by "
                               "mapping them.");
-  std::string model_dir, out_dir;
+  std::string model_dir, out_dir, format = "qvl";
   WeightTypes types = default_weight_types();
   int threads = 0;  // Model::load: one per physical core
   add_model_option(cli, model_dir, ModelSpec::kDirectoryOrHubId)->required();
   cli.add_option("--out", out_dir, "the model directory to write")->type_name("DIR")->required();
   add_weight_options(cli, types);
+  cli.add_option("--format", format,
+                 "qvl: a model directory qvl maps at start; gguf: llama.cpp's two Qwen3-VL GGUF files (text model + "
+                 "mmproj), which qvl and other GGUF tools load")
+      ->type_name("qvl|gguf")
+      ->check(CLI::IsMember({"qvl", "gguf"}))
+      ->default_str("qvl");
   add_thread_options(cli, threads);
   if (auto rc = cli.parse_args(args)) return *rc;
   {
@@ -28,6 +36,20 @@ int cmd_quantize(const Args& args) {
 
   const std::string& cmd = cli.command();
   const auto t0 = std::chrono::steady_clock::now();
+  if (format == "gguf") {
+    // Written from the stored float weights, quantized as qvl quantizes them at load.
+    auto model = Model::load(model_dir, WeightTypes{}, threads);
+    if (!model.ok()) return fail(cmd, model.status().message());
+    std::string name = std::filesystem::path(model_dir).filename().string();
+    if (name.empty()) name = std::filesystem::path(model_dir).parent_path().filename().string();
+    auto path = write_gguf_model(**model, types, out_dir, name.empty() ? "model" : name);
+    if (!path.ok()) return fail(cmd, path.status().message());
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "quantize: wrote %s and its mmproj (text %s, vision %s) in %.1f s\n", path->c_str(),
+                 weight_type_name(types.text.value_or(WeightType::kQ8_0)),
+                 weight_type_name(types.vision.value_or(WeightType::kQ8_0)), secs);
+    return 0;
+  }
   auto model = Model::load(model_dir, types, threads);
   if (!model.ok()) return fail(cmd, model.status().message());
   Status s = write_converted_model(**model, out_dir);

@@ -35,7 +35,7 @@ const Command kCommands[] = {
      "--model DIR [--image FILE] [-p TEXT] [-n N] [--runs R] [--json] ...\n"
      "      time load, vision, prefill, first token, decode, memory"},
     {"quantize", qvl::cli::cmd_quantize,
-     "--model DIR --out DIR [--text-weights T] [--vision-weights T]\n"
+     "--model DIR --out DIR [--text-weights T] [--vision-weights T] [--format qvl|gguf]\n"
      "      write a model directory with converted weights (fast start)"},
     {"make-test-model", qvl::cli::cmd_make_test_model,
      "--preset tiny|2b|4b|8b|tiny-4b|tiny-8b --seed N --out DIR\n      write a model directory with generated weights"},

@@ -4,6 +4,7 @@
 #include "io/gguf.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <fcntl.h>
@@ -378,6 +379,91 @@ Result<std::vector<std::string>> GgufFile::get_strings(const std::string& key) c
   out.reserve(v->array.size());
   for (const GgufValue& e : v->array) out.push_back(e.s);
   return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Writing
+
+namespace {
+
+void put(std::vector<uint8_t>& b, const void* p, size_t n) {
+  b.insert(b.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+}
+template <typename T>
+void put_value(std::vector<uint8_t>& b, T v) { put(b, &v, sizeof v); }
+void put_string(std::vector<uint8_t>& b, const std::string& s) {
+  put_value<uint64_t>(b, s.size());
+  put(b, s.data(), s.size());
+}
+
+}  // namespace
+
+void GgufWriter::add_string(const std::string& key, const std::string& v) {
+  put_string(kv_, key); put_value<uint32_t>(kv_, kString); put_string(kv_, v); ++n_kv_;
+}
+void GgufWriter::add_u32(const std::string& key, uint32_t v) {
+  put_string(kv_, key); put_value<uint32_t>(kv_, kU32); put_value(kv_, v); ++n_kv_;
+}
+void GgufWriter::add_f32(const std::string& key, float v) {
+  put_string(kv_, key); put_value<uint32_t>(kv_, kF32); put_value(kv_, v); ++n_kv_;
+}
+void GgufWriter::add_bool(const std::string& key, bool v) {
+  put_string(kv_, key); put_value<uint32_t>(kv_, kBool); put_value<uint8_t>(kv_, v ? 1 : 0); ++n_kv_;
+}
+void GgufWriter::add_i32_array(const std::string& key, const std::vector<int32_t>& v) {
+  put_string(kv_, key); put_value<uint32_t>(kv_, kArray); put_value<uint32_t>(kv_, kI32); put_value<uint64_t>(kv_, v.size());
+  for (int32_t x : v) put_value(kv_, x);
+  ++n_kv_;
+}
+void GgufWriter::add_f32_array(const std::string& key, const std::vector<float>& v) {
+  put_string(kv_, key); put_value<uint32_t>(kv_, kArray); put_value<uint32_t>(kv_, kF32); put_value<uint64_t>(kv_, v.size());
+  for (float x : v) put_value(kv_, x);
+  ++n_kv_;
+}
+void GgufWriter::add_bool_array(const std::string& key, const std::vector<bool>& v) {
+  put_string(kv_, key); put_value<uint32_t>(kv_, kArray); put_value<uint32_t>(kv_, kBool); put_value<uint64_t>(kv_, v.size());
+  for (bool x : v) put_value<uint8_t>(kv_, x ? 1 : 0);
+  ++n_kv_;
+}
+void GgufWriter::add_string_array(const std::string& key, const std::vector<std::string>& v) {
+  put_string(kv_, key); put_value<uint32_t>(kv_, kArray); put_value<uint32_t>(kv_, kString); put_value<uint64_t>(kv_, v.size());
+  for (const std::string& x : v) put_string(kv_, x);
+  ++n_kv_;
+}
+void GgufWriter::add_tensor(const std::string& name, const std::vector<int64_t>& shape, GgmlType type, std::vector<uint8_t> bytes) {
+  tensors_.push_back({name, std::vector<int64_t>(shape.rbegin(), shape.rend()), type, std::move(bytes)});
+}
+
+Status GgufWriter::write(const std::string& path) const {
+  constexpr uint64_t kAlign = 32;
+  std::vector<uint8_t> head;
+  put(head, "GGUF", 4);
+  put_value<uint32_t>(head, 3);
+  put_value<uint64_t>(head, tensors_.size());
+  put_value<uint64_t>(head, n_kv_);
+  put(head, kv_.data(), kv_.size());
+  uint64_t offset = 0;
+  for (const Tensor& t : tensors_) {
+    put_string(head, t.name);
+    put_value<uint32_t>(head, static_cast<uint32_t>(t.ne.size()));
+    for (int64_t d : t.ne) put_value<uint64_t>(head, static_cast<uint64_t>(d));
+    put_value<uint32_t>(head, static_cast<uint32_t>(t.type));
+    put_value<uint64_t>(head, offset);
+    offset += (t.bytes.size() + kAlign - 1) / kAlign * kAlign;
+  }
+  head.resize((head.size() + kAlign - 1) / kAlign * kAlign, 0);
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return Status::Error(path + ": cannot create: " + std::strerror(errno));
+  bool ok = std::fwrite(head.data(), 1, head.size(), f) == head.size();
+  static const uint8_t zeros[kAlign] = {};
+  for (const Tensor& t : tensors_) {
+    ok = ok && std::fwrite(t.bytes.data(), 1, t.bytes.size(), f) == t.bytes.size();
+    const size_t pad = (kAlign - t.bytes.size() % kAlign) % kAlign;
+    ok = ok && std::fwrite(zeros, 1, pad, f) == pad;
+  }
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok) return Status::Error(path + ": write failed: " + std::strerror(errno));
+  return Status::Ok();
 }
 
 // ---------------------------------------------------------------------------------------------------------

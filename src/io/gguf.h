@@ -90,6 +90,34 @@ class GgufFile {
   friend struct GgufParser;
 };
 
+// Writes a GGUF v3 file: metadata in the order added, then the tensor table and the data, each tensor
+// aligned to 32 bytes (general.alignment's default) and padded with zeros, as gguf-py and ggml write them.
+class GgufWriter {
+ public:
+  void add_string(const std::string& key, const std::string& v);
+  void add_u32(const std::string& key, uint32_t v);
+  void add_f32(const std::string& key, float v);
+  void add_bool(const std::string& key, bool v);
+  void add_i32_array(const std::string& key, const std::vector<int32_t>& v);
+  void add_f32_array(const std::string& key, const std::vector<float>& v);
+  void add_bool_array(const std::string& key, const std::vector<bool>& v);
+  void add_string_array(const std::string& key, const std::vector<std::string>& v);
+  // `shape` as transformers writes it ([out, in] for a Linear); the bytes are the type's rows of blocks.
+  void add_tensor(const std::string& name, const std::vector<int64_t>& shape, GgmlType type, std::vector<uint8_t> bytes);
+  Status write(const std::string& path) const;
+
+ private:
+  std::vector<uint8_t> kv_;
+  uint64_t n_kv_ = 0;
+  struct Tensor {
+    std::string name;
+    std::vector<int64_t> ne;
+    GgmlType type;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Tensor> tensors_;
+};
+
 // Dequantizes `n` values of one row of type `type` (n a multiple of the type's block) to float, exactly as
 // ggml's dequantize_row_* (float arithmetic in its order). The scalar reference every fast path is tested on.
 Status gguf_dequantize_row(uint32_t type, const uint8_t* src, float* dst, int64_t n);

@@ -73,6 +73,43 @@ std::string hf_name(const std::string& g, const std::vector<int64_t>& deepstack)
 
 }  // namespace
 
+std::string gguf_tensor_name(const std::string& hf, const std::vector<int64_t>& deepstack) {
+  static const std::regex text_layer(R"(model\.language_model\.layers\.(\d+)\.(.+)\.weight)");
+  static const std::regex block(R"(model\.visual\.blocks\.(\d+)\.(.+)\.(weight|bias))");
+  static const std::regex ds(R"(model\.visual\.deepstack_merger_list\.(\d+)\.(norm|linear_fc1|linear_fc2)\.(weight|bias))");
+  static const std::map<std::string, std::string> text = {
+      {"input_layernorm", "attn_norm"}, {"self_attn.q_proj", "attn_q"}, {"self_attn.k_proj", "attn_k"},
+      {"self_attn.v_proj", "attn_v"}, {"self_attn.o_proj", "attn_output"}, {"self_attn.q_norm", "attn_q_norm"},
+      {"self_attn.k_norm", "attn_k_norm"}, {"post_attention_layernorm", "ffn_norm"}, {"mlp.gate_proj", "ffn_gate"},
+      {"mlp.up_proj", "ffn_up"}, {"mlp.down_proj", "ffn_down"}};
+  static const std::map<std::string, std::string> vision = {
+      {"attn.qkv", "attn_qkv"}, {"attn.proj", "attn_out"}, {"norm1", "ln1"}, {"norm2", "ln2"},
+      {"mlp.linear_fc1", "ffn_up"}, {"mlp.linear_fc2", "ffn_down"}};
+  std::smatch m;
+  if (hf == "model.language_model.embed_tokens.weight") return "token_embd.weight";
+  if (hf == "model.language_model.norm.weight") return "output_norm.weight";
+  if (hf == "lm_head.weight") return "output.weight";
+  if (hf == "model.visual.patch_embed.proj.bias") return "v.patch_embd.bias";
+  if (hf == "model.visual.pos_embed.weight") return "v.position_embd.weight";
+  if (hf.rfind("model.visual.merger.", 0) == 0) {
+    const std::string rest = hf.substr(20);
+    if (rest == "norm.weight" || rest == "norm.bias") return "v.post_ln." + rest.substr(5);
+    if (rest.rfind("linear_fc1.", 0) == 0) return "mm.0." + rest.substr(11);
+    if (rest.rfind("linear_fc2.", 0) == 0) return "mm.2." + rest.substr(11);
+    return "";
+  }
+  if (std::regex_match(hf, m, text_layer) && text.count(m[2])) return "blk." + m[1].str() + "." + text.at(m[2]) + ".weight";
+  if (std::regex_match(hf, m, block) && vision.count(m[2]))
+    return "v.blk." + m[1].str() + "." + vision.at(m[2]) + "." + m[3].str();
+  if (std::regex_match(hf, m, ds)) {
+    const size_t k = std::stoul(m[1].str());
+    if (k >= deepstack.size()) return "";
+    const std::string part = m[2] == "norm" ? "norm" : m[2] == "linear_fc1" ? "fc1" : "fc2";
+    return "v.deepstack." + std::to_string(deepstack[k]) + "." + part + "." + m[3].str();
+  }
+  return "";
+}
+
 bool is_gguf_model(const std::string& path) {
   std::error_code ec;
   if (fs::is_regular_file(path, ec)) return ends_with(path, ".gguf");

@@ -42,4 +42,8 @@ bool is_gguf_model(const std::string& path);
 
 Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pair);
 
+// llama.cpp's name for a transformers tensor name ("" for the patch embedding, which is split, and for names
+// outside the layout); `deepstack` is vision_config.deepstack_visual_indexes.
+std::string gguf_tensor_name(const std::string& hf, const std::vector<int64_t>& deepstack);
+
 }  // namespace qvl

@@ -41,6 +41,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const WeightT
                                "and model.safetensors, or a .gguf file)");
   std::unique_ptr<Model> m(new Model());
   m->dir_ = dir;
+  m->files_dir_ = dir;
   QVL_ASSIGN_OR_RETURN(m->config_, ModelConfig::load(dir));
   QVL_ASSIGN_OR_RETURN(m->generation_, GenerationConfig::load(dir));
   QVL_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::load(dir));
@@ -65,6 +66,7 @@ Result<std::unique_ptr<Model>> Model::load_gguf(const std::string& path, const W
   if (!std::filesystem::exists(std::filesystem::path(files) / "tokenizer.json")) {
     QVL_ASSIGN_OR_RETURN(files, bundled_model_files_dir());
   }
+  m->files_dir_ = files;
   QVL_ASSIGN_OR_RETURN(m->generation_, GenerationConfig::load(files));
   QVL_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::load(files));
   if (auto tokens = ck->files[0].get_strings("tokenizer.ggml.tokens"); tokens.ok()) {

@@ -37,6 +37,9 @@ class Model {
   static Result<std::unique_ptr<Model>> load(const std::string& dir, const WeightTypes& types = {}, int threads = 0);
 
   const std::string& dir() const { return dir_; }
+  // Where the tokenizer, chat template and processor configs were read (dir() for a model directory; beside
+  // a GGUF file, or the shipped files).
+  const std::string& tokenizer_dir() const { return files_dir_; }
   const ModelConfig& config() const { return config_; }
   const GenerationConfig& generation() const { return generation_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -67,6 +70,7 @@ class Model {
   // Binds the weights to the config and converts them to `types` (both load paths).
   Status bind(const std::string& where, const WeightTypes& types, int threads);
   std::string dir_;
+  std::string files_dir_;
   ModelConfig config_;
   GenerationConfig generation_;
   std::unique_ptr<Tokenizer> tokenizer_;

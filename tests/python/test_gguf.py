@@ -64,3 +64,20 @@ def test_refusals_say_what_is_missing(models, tmp_path):
     assert r.returncode != 0 and "mmproj" in r.stderr, r.stderr
     r = run("run", "--model", str(models / "q8_0" / "mmproj-tiny-q8_0.gguf"), "-p", "hi", check=False)
     assert r.returncode != 0 and "vision (mmproj) file" in r.stderr, r.stderr
+
+
+def test_qvl_written_gguf_reads_as_llama_cpp_lays_it_out(models, tmp_path):
+    """`qvl quantize --format gguf` writes what the converter writes: the same tensor names, types and
+    metadata keys, read by the gguf package (llama.cpp's own reader)."""
+    import gguf
+
+    out = tmp_path / "qvl"
+    run("quantize", "--model", str(models / "tiny"), "--out", str(out), "--format", "gguf")
+    for ours, theirs in [("tiny-q8_0.gguf", "tiny-q8_0.gguf"), ("mmproj-tiny-q8_0.gguf", "mmproj-tiny-q8_0.gguf")]:
+        a, b = gguf.GGUFReader(str(out / ours)), gguf.GGUFReader(str(models / "q8_0" / theirs))
+        assert {t.name: t.tensor_type for t in a.tensors} == {t.name: t.tensor_type for t in b.tensors}
+        assert {t.name: list(t.shape) for t in a.tensors} == {t.name: list(t.shape) for t in b.tensors}
+        assert set(a.fields) == set(b.fields)
+    want, _ = answer(models / "q8_0" / "tiny-q8_0.gguf", tmp_path / "conv")
+    got, _ = answer(out / "tiny-q8_0.gguf", tmp_path / "ours")
+    assert got == want

@@ -1,0 +1,214 @@
+// A model written as llama.cpp's Qwen3-VL GGUF pair (gguf_export.h).
+#include "model/gguf_export.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "io/gguf.h"
+#include "model/gguf_checkpoint.h"
+#include "tensor/dtype.h"
+#include "tensor/quant.h"
+#include "util/file.h"
+
+namespace qvl {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+GgmlType ggml_of(WeightType t) {
+  switch (t) {
+    case WeightType::kF32: return GgmlType::kF32;
+    case WeightType::kF16: return GgmlType::kF16;
+    case WeightType::kBF16: return GgmlType::kBF16;
+    case WeightType::kQ8_0: return GgmlType::kQ8_0;
+    case WeightType::kQ4_0: return GgmlType::kQ4_0;
+  }
+  return GgmlType::kF32;
+}
+
+// The tensor's values in `type`, row by row, from its stored float dtype.
+std::vector<uint8_t> encode(const TensorView& t, GgmlType type) {
+  const int64_t cols = t.shape.back(), rows = t.numel() / cols;
+  const Mat m{weight_type_of(t.dtype), rows, cols, t.data};
+  std::vector<float> row(static_cast<size_t>(cols));
+  const int64_t row_out = cols / ggml_block_values(type) * ggml_block_bytes(type);
+  std::vector<uint8_t> out(static_cast<size_t>(rows * row_out));
+  for (int64_t r = 0; r < rows; ++r) {
+    m.row_to_f32(r, row.data());
+    uint8_t* dst = out.data() + r * row_out;
+    switch (type) {
+      case GgmlType::kF32: std::memcpy(dst, row.data(), static_cast<size_t>(cols) * 4); break;
+      case GgmlType::kF16:
+        for (int64_t c = 0; c < cols; ++c) { uint16_t h = f32_to_f16(row[c]); std::memcpy(dst + 2 * c, &h, 2); }
+        break;
+      case GgmlType::kBF16:
+        for (int64_t c = 0; c < cols; ++c) { uint16_t h = f32_to_bf16(row[c]); std::memcpy(dst + 2 * c, &h, 2); }
+        break;
+      case GgmlType::kQ8_0: quantize_row_q8_0_ref(row.data(), reinterpret_cast<BlockQ8_0*>(dst), cols); break;
+      case GgmlType::kQ4_0: quantize_row_q4_0_ref(row.data(), reinterpret_cast<BlockQ4_0*>(dst), cols); break;
+      default: break;
+    }
+  }
+  return out;
+}
+
+// llama.cpp's type rule: 1-D tensors, norms and biases F32; matrices the requested type; where a row is not
+// whole blocks, F16 (llama.cpp's fallback), or BF16 from a BF16 checkpoint, which keeps the values exact.
+GgmlType type_for(const std::string& gguf_name, const TensorView& t, WeightType wanted) {
+  if (t.shape.size() <= 1 || ends_with(gguf_name, "_norm.weight") || !ends_with(gguf_name, ".weight")) return GgmlType::kF32;
+  const GgmlType g = ggml_of(wanted);
+  if (ggml_block_values(g) > 1 && t.shape.back() % ggml_block_values(g) != 0)
+    return t.dtype == DType::kBF16 ? GgmlType::kBF16 : GgmlType::kF16;
+  return g;
+}
+
+}  // namespace
+
+Result<std::string> write_gguf_model(const Model& model, const WeightTypes& types, const std::string& out_dir,
+                                     const std::string& name) {
+  const WeightType text_type = types.text.value_or(WeightType::kQ8_0), vision_type = types.vision.value_or(WeightType::kQ8_0);
+  const std::string tname = weight_type_name(text_type);
+  const ModelConfig& c = model.config();
+  const SafetensorsModel& ck = model.checkpoint();
+  for (const TensorView& t : ck.tensors())
+    if (t.dtype == DType::kU8)
+      return Status::Error(model.dir() + ": holds quantized weights (a `qvl quantize` folder); write GGUF from the "
+                           "original float checkpoint");
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) return Status::Error(out_dir + ": cannot create: " + ec.message());
+
+  // --- The text model.
+  GgufWriter text;
+  text.add_string("general.architecture", "qwen3vl");
+  text.add_string("general.type", "model");
+  text.add_string("general.name", name);
+  text.add_u32("qwen3vl.block_count", static_cast<uint32_t>(c.text.num_hidden_layers));
+  text.add_u32("qwen3vl.context_length", static_cast<uint32_t>(c.text.max_position_embeddings));
+  text.add_u32("qwen3vl.embedding_length", static_cast<uint32_t>(c.text.hidden_size));
+  text.add_u32("qwen3vl.feed_forward_length", static_cast<uint32_t>(c.text.intermediate_size));
+  text.add_u32("qwen3vl.attention.head_count", static_cast<uint32_t>(c.text.num_attention_heads));
+  text.add_u32("qwen3vl.attention.head_count_kv", static_cast<uint32_t>(c.text.num_key_value_heads));
+  std::vector<int32_t> sections(c.text.mrope_section.begin(), c.text.mrope_section.end());
+  sections.resize(4, 0);
+  text.add_i32_array("qwen3vl.rope.dimension_sections", sections);
+  text.add_f32("qwen3vl.rope.freq_base", static_cast<float>(c.text.rope_theta));
+  text.add_f32("qwen3vl.attention.layer_norm_rms_epsilon", static_cast<float>(c.text.rms_norm_eps));
+  text.add_u32("qwen3vl.attention.key_length", static_cast<uint32_t>(c.text.head_dim));
+  text.add_u32("qwen3vl.attention.value_length", static_cast<uint32_t>(c.text.head_dim));
+  text.add_u32("general.file_type", text_type == WeightType::kQ8_0 ? 7 : text_type == WeightType::kQ4_0 ? 2
+                                    : text_type == WeightType::kF16 ? 1 : text_type == WeightType::kBF16 ? 32 : 0);
+  text.add_u32("qwen3vl.n_deepstack_layers", static_cast<uint32_t>(c.vision.deepstack_visual_indexes.size()));
+  // The tokenizer as llama.cpp's gpt2-style vocabulary, from tokenizer.json.
+  {
+    QVL_ASSIGN_OR_RETURN(std::string tj, read_file_text((fs::path(model.tokenizer_dir()) / "tokenizer.json").string(), 1ull << 30));
+    auto j = nlohmann::json::parse(tj, nullptr, false);
+    if (j.is_discarded()) return Status::Error(model.tokenizer_dir() + "/tokenizer.json: not valid JSON");
+    std::vector<std::string> tokens(static_cast<size_t>(c.text.vocab_size));
+    std::vector<int32_t> kinds(tokens.size(), 5);  // UNUSED
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = "[PAD" + std::to_string(i) + "]";
+    for (const auto& [s, id] : j["model"]["vocab"].items()) {
+      const int64_t i = id.get<int64_t>();
+      if (i >= 0 && i < static_cast<int64_t>(tokens.size())) { tokens[static_cast<size_t>(i)] = s; kinds[static_cast<size_t>(i)] = 1; }
+    }
+    for (const auto& a : j["added_tokens"]) {
+      const int64_t i = a["id"].get<int64_t>();
+      if (i < 0 || i >= static_cast<int64_t>(tokens.size())) continue;
+      tokens[static_cast<size_t>(i)] = a["content"].get<std::string>();
+      kinds[static_cast<size_t>(i)] = a.value("special", false) ? 3 : 4;  // CONTROL, USER_DEFINED
+    }
+    std::vector<std::string> merges;
+    for (const auto& m : j["model"]["merges"])
+      merges.push_back(m.is_string() ? m.get<std::string>() : m[0].get<std::string>() + " " + m[1].get<std::string>());
+    text.add_string("tokenizer.ggml.model", "gpt2");
+    text.add_string("tokenizer.ggml.pre", "qwen2");
+    text.add_string_array("tokenizer.ggml.tokens", tokens);
+    text.add_i32_array("tokenizer.ggml.token_type", kinds);
+    text.add_string_array("tokenizer.ggml.merges", merges);
+    text.add_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(model.tokenizer().token_id("<|im_end|>")));
+    text.add_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(model.tokenizer().token_id("<|endoftext|>")));
+    text.add_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(model.tokenizer().token_id("<|endoftext|>")));
+    text.add_bool("tokenizer.ggml.add_bos_token", false);
+    auto tmpl = read_file_text((fs::path(model.tokenizer_dir()) / "chat_template.json").string(), 1 << 22);
+    if (tmpl.ok()) {
+      auto t = nlohmann::json::parse(*tmpl, nullptr, false);
+      if (t.is_object() && t.contains("chat_template") && t["chat_template"].is_string())
+        text.add_string("tokenizer.chat_template", t["chat_template"].get<std::string>());
+    }
+  }
+
+  // --- The vision tower.
+  GgufWriter vis;
+  vis.add_string("general.architecture", "clip");
+  vis.add_string("general.type", "mmproj");
+  vis.add_string("general.name", name);
+  vis.add_u32("general.file_type", vision_type == WeightType::kQ8_0 ? 7 : vision_type == WeightType::kQ4_0 ? 2
+                                   : vision_type == WeightType::kF16 ? 1 : vision_type == WeightType::kBF16 ? 32 : 0);
+  vis.add_bool("clip.has_vision_encoder", true);
+  vis.add_u32("clip.vision.projection_dim", static_cast<uint32_t>(c.text.hidden_size));
+  vis.add_u32("clip.vision.image_size", static_cast<uint32_t>(std::lround(std::sqrt(c.vision.num_position_embeddings)) * c.vision.patch_size));
+  vis.add_u32("clip.vision.patch_size", static_cast<uint32_t>(c.vision.patch_size));
+  vis.add_u32("clip.vision.embedding_length", static_cast<uint32_t>(c.vision.hidden_size));
+  vis.add_u32("clip.vision.feed_forward_length", static_cast<uint32_t>(c.vision.intermediate_size));
+  vis.add_u32("clip.vision.block_count", static_cast<uint32_t>(c.vision.depth));
+  vis.add_u32("clip.vision.attention.head_count", static_cast<uint32_t>(c.vision.num_heads));
+  const ImageProcessorConfig& ip = model.image_config();
+  vis.add_f32_array("clip.vision.image_mean", {ip.image_mean[0], ip.image_mean[1], ip.image_mean[2]});
+  vis.add_f32_array("clip.vision.image_std", {ip.image_std[0], ip.image_std[1], ip.image_std[2]});
+  vis.add_string("clip.projector_type", "qwen3vl_merger");
+  vis.add_bool("clip.use_gelu", true);
+  vis.add_u32("clip.vision.spatial_merge_size", static_cast<uint32_t>(c.vision.spatial_merge_size));
+  vis.add_f32("clip.vision.attention.layer_norm_epsilon", static_cast<float>(c.text.rms_norm_eps));
+  std::vector<bool> is_ds(static_cast<size_t>(c.vision.depth), false);
+  for (int64_t i : c.vision.deepstack_visual_indexes) is_ds[static_cast<size_t>(i)] = true;
+  vis.add_bool_array("clip.vision.is_deepstack_layers", is_ds);
+
+  // --- The tensors, renamed.
+  std::vector<int64_t> deepstack(c.vision.deepstack_visual_indexes.begin(), c.vision.deepstack_visual_indexes.end());
+  for (const TensorView& t : ck.tensors()) {
+    if (t.name == "model.visual.patch_embed.proj.weight") {
+      // [out, 3, 2, p, p] -> its two time slices [out, 3, p, p].
+      const int64_t out_c = t.shape[0], ch = t.shape[1], pp = t.shape[3] * t.shape[4];
+      std::vector<float> all(static_cast<size_t>(t.numel()));
+      const Mat m{weight_type_of(t.dtype), 1, t.numel(), t.data};
+      m.row_to_f32(0, all.data());
+      const GgmlType pt = vision_type == WeightType::kF16 ? GgmlType::kF16 : GgmlType::kF32;
+      for (int64_t slice = 0; slice < 2; ++slice) {
+        std::vector<float> part(static_cast<size_t>(out_c * ch * pp));
+        for (int64_t oc = 0; oc < out_c * ch; ++oc)
+          std::memcpy(part.data() + oc * pp, all.data() + (oc * 2 + slice) * pp, static_cast<size_t>(pp) * 4);
+        const TensorView pv{"", DType::kF32, {out_c, ch, t.shape[3], t.shape[4]}, reinterpret_cast<const uint8_t*>(part.data()),
+                            part.size() * 4};
+        vis.add_tensor(slice == 0 ? "v.patch_embd.weight" : "v.patch_embd.weight.1", pv.shape, pt, encode(pv, pt));
+      }
+      continue;
+    }
+    const std::string g = gguf_tensor_name(t.name, deepstack);
+    if (g.empty()) return Status::Error(model.dir() + ": tensor " + t.name + " has no place in llama.cpp's Qwen3-VL layout");
+    const bool vision = g.rfind("v.", 0) == 0 || g.rfind("mm.", 0) == 0;
+    const GgmlType type = g == "v.position_embd.weight" ? GgmlType::kF32 : type_for(g, t, vision ? vision_type : text_type);
+    (vision ? vis : text).add_tensor(g, t.shape, type, encode(t, type));
+  }
+  const std::string text_path = (fs::path(out_dir) / (name + "-" + tname + ".gguf")).string();
+  QVL_RETURN_IF_ERROR(text.write(text_path));
+  QVL_RETURN_IF_ERROR(vis.write((fs::path(out_dir) / ("mmproj-" + name + "-" + weight_type_name(vision_type) + ".gguf")).string()));
+  // The small files qvl reads beside a GGUF model (no config.json: the folder is a GGUF model).
+  for (const char* f : {"tokenizer.json", "generation_config.json", "preprocessor_config.json",
+                        "video_preprocessor_config.json", "chat_template.json"}) {
+    const fs::path src = fs::path(model.tokenizer_dir()) / f;
+    if (!fs::exists(src)) continue;
+    fs::copy_file(src, fs::path(out_dir) / f, fs::copy_options::overwrite_existing, ec);
+    if (ec) return Status::Error(src.string() + ": cannot copy to " + out_dir + ": " + ec.message());
+  }
+  return text_path;
+}
+
+}  // namespace qvl
