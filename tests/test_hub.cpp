@@ -22,7 +22,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/generate.h"
+#include "model/gguf_export.h"
 #include "model/hub.h"
+#include "model/model.h"
+#include "model/resolve.h"
 #include "model/hub_digest.h"
 #include "model/test_model.h"
 #include "test_paths.h"
@@ -131,9 +135,10 @@ int wait_for(pid_t pid, double seconds) {
 // tests/hub/fake_hub.py serving the tiny model, on an ephemeral port, stopped when this goes.
 class FakeHub {
  public:
-  explicit FakeHub(std::vector<std::string> faults = {}) {
+  explicit FakeHub(std::vector<std::string> faults = {}, std::string root = "") {
     log_ = fresh_dir("log") + "/requests.jsonl";
-    std::vector<std::string> argv = {"python3", test::data_dir() + "/../hub/fake_hub.py", "--root", tiny_model(),
+    std::vector<std::string> argv = {"python3", test::data_dir() + "/../hub/fake_hub.py", "--root",
+                                     root.empty() ? tiny_model() : root,
                                      "--repo", kRepo, "--commit", kCommit, "--log", log_};
     argv.insert(argv.end(), faults.begin(), faults.end());
     proc_ = spawn(argv, {}, "", "");
@@ -288,6 +293,69 @@ TEST(HubHf, PullsIntoTheHubCacheLayout) {
   auto cached = hub::find_cached(o);
   ASSERT_TRUE(cached.ok()) << cached.status().message();
   EXPECT_EQ(*cached, *dir);
+}
+
+// A GGUF repository, laid out as the hub's Qwen3-VL GGUF repositories are (text models at two quantizations,
+// mmproj files at two, no tokenizer.json): ORG/NAME:TAG downloads the tagged text model and one mmproj
+// (the tagged one, else F16), and qvl answers from the snapshot with the tokenizer it ships.
+TEST(HubHf, PullsAGgufRepositoryByItsTag) {
+  const std::string repo = fresh_dir("gguf-repo"), tmp = fresh_dir("gguf-tmp");
+  {
+    auto m = Model::load(tiny_model());
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    for (WeightType t : {WeightType::kQ8_0, WeightType::kF32}) {
+      const std::string out = tmp + "/" + weight_type_name(t);
+      ASSERT_TRUE(write_gguf_model(**m, WeightTypes{t, t}, out, "tiny").ok());
+      const std::string tag = t == WeightType::kQ8_0 ? "Q8_0" : "F32";
+      fs::copy_file(out + "/tiny-" + weight_type_name(t) + ".gguf", repo + "/Tiny-VL-" + tag + ".gguf");
+      fs::copy_file(out + "/mmproj-tiny-" + weight_type_name(t) + ".gguf",
+                    repo + "/mmproj-Tiny-VL-" + (t == WeightType::kQ8_0 ? "Q8_0" : "F16") + ".gguf");
+    }
+    std::ofstream(repo + "/README.md") << "GGUF files\n";
+  }
+  FakeHub fake({}, repo);
+  ASSERT_TRUE(fake.ok());
+  const std::string cache = fresh_dir("cache");
+  hub::PullOptions o = options(fake, cache);
+  o.gguf_tag = "Q8_0";
+  auto dir = hub::pull(o);
+  ASSERT_TRUE(dir.ok()) << dir.status().message();
+  EXPECT_TRUE(fs::exists(*dir + "/Tiny-VL-Q8_0.gguf"));
+  EXPECT_TRUE(fs::exists(*dir + "/mmproj-Tiny-VL-Q8_0.gguf"));
+  EXPECT_FALSE(fs::exists(*dir + "/Tiny-VL-F32.gguf"));
+  EXPECT_FALSE(fs::exists(*dir + "/mmproj-Tiny-VL-F16.gguf"));
+  ASSERT_TRUE(hub::find_cached(o).ok());
+  // The F32 tag adds its file and the F16 mmproj (no F32 one) to the same snapshot; each loads its own.
+  o.gguf_tag = "f32";
+  auto dir2 = hub::pull(o);
+  ASSERT_TRUE(dir2.ok()) << dir2.status().message();
+  EXPECT_TRUE(fs::exists(*dir2 + "/mmproj-Tiny-VL-F16.gguf"));
+  for (const char* file : {"/Tiny-VL-Q8_0.gguf", "/Tiny-VL-F32.gguf"}) {
+    auto m = Model::load(*dir2 + file);
+    ASSERT_TRUE(m.ok()) << file << ": " << m.status().message();
+    ThreadPool pool(1);
+    GenerateOptions g;
+    g.sampling.temperature = 0;
+    g.max_tokens = 2;
+    auto r = generate(**m, pool, {user_message(0, "Hi")}, {}, g);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+  }
+  // A tag the repository does not have: the error lists the ones it has.
+  o.gguf_tag = "Q5_K_M";
+  auto missing = hub::pull(o);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("no GGUF text model carries the tag 'Q5_K_M'; it has Tiny-VL-F32.gguf, "
+                                            "Tiny-VL-Q8_0.gguf"), std::string::npos) << missing.status().message();
+  // Without a tag, a GGUF repository is refused with the hint.
+  o.gguf_tag.clear();
+  auto untagged = hub::pull(o);
+  ASSERT_FALSE(untagged.ok());
+  EXPECT_NE(untagged.status().message().find("ORG/NAME:Q4_K_M"), std::string::npos) << untagged.status().message();
+  // The spec form.
+  EXPECT_EQ(hub::split_gguf_tag("Qwen/Qwen3-VL-2B-Instruct-GGUF:Q4_K_M"),
+            std::make_pair(std::string("Qwen/Qwen3-VL-2B-Instruct-GGUF"), std::string("Q4_K_M")));
+  EXPECT_EQ(hub::split_gguf_tag("modelscope:Qwen/X"), std::make_pair(std::string("modelscope:Qwen/X"), std::string()));
+  EXPECT_EQ(hub::split_gguf_tag("hf:Qwen/X:Q8_0"), std::make_pair(std::string("hf:Qwen/X"), std::string("Q8_0")));
 }
 
 TEST(HubHf, SecondPullDownloadsNothing) {

@@ -16,7 +16,8 @@ int cmd_pull(const Args& args) {
                           "MODELSCOPE_ENDPOINT, MODELSCOPE_API_TOKEN, MODELSCOPE_CACHE.");
   hub::PullOptions o;
   std::string spec, source;
-  cli.add_option("MODEL", spec, "ORG/NAME (Hugging Face), hf:ORG/NAME or modelscope:ORG/NAME")->required();
+  cli.add_option("MODEL", spec, "ORG/NAME (Hugging Face), hf:ORG/NAME or modelscope:ORG/NAME; a GGUF repository with its "
+                                "quantization: ORG/NAME:Q4_K_M")->required();
   cli.add_option("--revision", o.revision, "branch, tag or commit")->type_name("R")
       ->default_str("main on Hugging Face, master on ModelScope");
   cli.add_option("--source", source, "hf or modelscope (overrides a prefix in MODEL)")
@@ -28,7 +29,9 @@ int cmd_pull(const Args& args) {
       ->default_str(std::to_string(o.parallel));
   if (auto rc = cli.parse_args(args)) return *rc;
   const std::string& cmd = cli.command();
-  auto parsed = hub::parse_model_spec(spec);
+  const auto [id_spec, tag] = hub::split_gguf_tag(spec);
+  o.gguf_tag = tag;
+  auto parsed = hub::parse_model_spec(id_spec);
   if (!parsed.ok()) return fail(cmd, parsed.status().message());
   o.source = parsed->first;
   o.repo_id = parsed->second;

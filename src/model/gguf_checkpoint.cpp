@@ -133,11 +133,31 @@ Result<GgufPair> locate_gguf_pair(const std::string& path) {
     return Status::Error(path + ": expected one text-model .gguf file (and one mmproj), found " + std::to_string(text.size()) +
                          "; pass the file itself: --model " + (text.empty() ? std::string("FILE.gguf") : text[0].string()));
   }
-  if (mmproj.size() != 1)
-    return Status::Error(path + ": expected one vision file beside the model (a .gguf whose name contains \"mmproj\"), found " +
-                         std::to_string(mmproj.size()));
-  pair.mmproj = mmproj[0].string();
-  return pair;
+  if (mmproj.empty())
+    return Status::Error(path + ": expected a vision file beside the model (a .gguf whose name contains \"mmproj\"), found none");
+  if (mmproj.size() == 1) {
+    pair.mmproj = mmproj[0].string();
+    return pair;
+  }
+  // Several (a hub snapshot pulled at two quantizations): the one of the text model's quantization (the last
+  // '-'-separated part of its name, "Q8_0" in "...-Q8_0.gguf"), else an F16 one.
+  auto lower = [](std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return s;
+  };
+  const std::string stem = lower(fs::path(pair.text).stem().string());
+  const std::string quant = stem.substr(stem.find_last_of("-_") == std::string::npos ? 0 : stem.rfind('-') + 1);
+  for (const std::string& want : {quant, std::string("f16")}) {
+    for (const fs::path& p : mmproj) {
+      const std::string m = lower(p.stem().string());
+      if (m.size() >= want.size() && m.compare(m.size() - want.size(), want.size(), want) == 0) {
+        pair.mmproj = p.string();
+        return pair;
+      }
+    }
+  }
+  return Status::Error(path + ": " + std::to_string(mmproj.size()) + " vision (mmproj) files beside the model and none of "
+                       "its quantization or F16; keep one");
 }
 
 Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pair) {

@@ -32,6 +32,16 @@ Status check_options(const PullOptions& o) {
 
 const char* source_name(Source s) { return s == Source::kModelScope ? "ModelScope" : "Hugging Face"; }
 
+std::pair<std::string, std::string> split_gguf_tag(const std::string& spec) {
+  const size_t colon = spec.rfind(':');
+  if (colon == std::string::npos || colon + 1 >= spec.size() || spec.substr(0, colon).find('/') == std::string::npos)
+    return {spec, ""};
+  const std::string t = spec.substr(colon + 1);
+  if (t.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") != std::string::npos)
+    return {spec, ""};
+  return {spec.substr(0, colon), t};
+}
+
 Result<std::pair<Source, std::string>> parse_model_spec(const std::string& spec) {
   Source source = Source::kHuggingFace;
   std::string id = spec;
@@ -92,7 +102,7 @@ Result<std::string> find_cached(const PullOptions& in) {
     }
     dir = cache.snapshot(*commit);
   }
-  if (Status s = check_model_dir(dir); !s.ok()) {
+  if (Status s = check_model_dir(dir, o.gguf_tag); !s.ok()) {
     return Status::Error(o.repo_id + " is not completely in the " + source_name(o.source) + " cache: " + s.message());
   }
   return dir;

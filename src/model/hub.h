@@ -31,6 +31,7 @@ struct PullOptions {
   std::string endpoint;                     // empty: $HF_ENDPOINT / $MODELSCOPE_ENDPOINT, else the public hub
   std::string token;                        // empty: $HF_TOKEN (or huggingface-cli's token file) / $MODELSCOPE_API_TOKEN
   std::string cache_dir;                    // empty: $HF_HUB_CACHE, $HF_HOME/hub, ... / $MODELSCOPE_CACHE
+  std::string gguf_tag;                     // a GGUF repository's quantization ("Q4_K_M"): that file + an mmproj
   int parallel = 4;                         // files downloaded at once
   int offline = -1;                         // -1: from $HF_HUB_OFFLINE; 1: never connect, use the cache only
   std::function<void(const Progress&)> on_progress;
@@ -45,6 +46,10 @@ Result<std::string> pull(const PullOptions& options);
 
 // The model directory if a complete download is in the cache; never uses the network.
 Result<std::string> find_cached(const PullOptions& options);
+
+// A GGUF repository's quantization tag after the id: "Org/Name-GGUF:Q4_K_M" -> ("Org/Name-GGUF", "Q4_K_M"); a
+// source prefix stays ("hf:Org/Name:Q8_0" -> ("hf:Org/Name", "Q8_0")); no tag: (spec, "").
+std::pair<std::string, std::string> split_gguf_tag(const std::string& spec);
 
 // "modelscope:Org/Name" (or "ms:"), "hf:Org/Name" (or "huggingface:"), "Org/Name" (Hugging Face).
 Result<std::pair<Source, std::string>> parse_model_spec(const std::string& spec);

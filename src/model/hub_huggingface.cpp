@@ -161,7 +161,7 @@ Result<std::string> pull_huggingface(const PullOptions& o) {
   std::vector<std::string> names;
   for (const Sibling& s : listing.second) names.push_back(s.name);
   QVL_ASSIGN_OR_RETURN(std::vector<std::string> needed,
-                       select_needed_files(names, o.repo_id + " (revision " + o.revision + ")"));
+                       select_needed_files(names, o.repo_id + " (revision " + o.revision + ")", o.gguf_tag));
 
   const HfRepoCache cache{o.cache_dir, o.repo_id};
   std::vector<FileJob> jobs;
@@ -192,7 +192,7 @@ Result<std::string> pull_huggingface(const PullOptions& o) {
   // refs/<revision> last: a reader that follows it finds a complete snapshot.
   if (o.revision != commit) QVL_RETURN_IF_ERROR(cache.write_ref(o.revision, commit));
   const std::string dir = cache.snapshot(commit);
-  QVL_RETURN_IF_ERROR(check_model_dir(dir));
+  QVL_RETURN_IF_ERROR(check_model_dir(dir, o.gguf_tag));
   return dir;
 }
 

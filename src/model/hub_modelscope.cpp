@@ -79,7 +79,7 @@ Result<std::string> pull_modelscope(const PullOptions& o) {
   std::vector<std::string> names;
   for (const MsFile& f : files) names.push_back(f.path);
   QVL_ASSIGN_OR_RETURN(std::vector<std::string> needed,
-                       select_needed_files(names, o.repo_id + " (revision " + o.revision + ")"));
+                       select_needed_files(names, o.repo_id + " (revision " + o.revision + ")", o.gguf_tag));
 
   const std::string dir = modelscope_model_dir(o.cache_dir, o.repo_id);
   const std::string temp = o.cache_dir + "/._____temp/" + o.repo_id;
@@ -112,7 +112,7 @@ Result<std::string> pull_modelscope(const PullOptions& o) {
   if (ec) return Status::Error(dir + ": cannot create the model folder: " + ec.message());
   QVL_RETURN_IF_ERROR(check_free_space(dir, missing_bytes, hub));
   QVL_RETURN_IF_ERROR(download_files(jobs, o.parallel, hub, o.on_progress));
-  QVL_RETURN_IF_ERROR(check_model_dir(dir));
+  QVL_RETURN_IF_ERROR(check_model_dir(dir, o.gguf_tag));
   return dir;
 }
 

@@ -3,6 +3,7 @@
 #include "model/resolve.h"
 
 #include "model/gguf_checkpoint.h"
+#include "model/hub_files.h"
 
 #include <filesystem>
 
@@ -35,7 +36,9 @@ Result<LocatedModel> resolve_model(const std::string& spec, const ResolveOptions
     std::string name = (ec ? fs::path(spec) : canonical).filename().string();
     return LocatedModel{spec, name.empty() ? spec : name};
   }
-  auto parsed = hub::parse_model_spec(spec);
+  // A GGUF repository's quantization tag: ORG/NAME:Q4_K_M (after the id, so hf:/modelscope: prefixes stay).
+  const auto [id_spec, tag] = hub::split_gguf_tag(spec);
+  auto parsed = hub::parse_model_spec(id_spec);
   if (!parsed.ok()) {
     return Status::Error("model '" + spec + "' not found: no such directory, and not a hub id (ORG/NAME such as "
                          "Qwen/Qwen3-VL-2B-Instruct, or modelscope:ORG/NAME); pass --model DIR, or --demo for a tiny "
@@ -48,17 +51,27 @@ Result<LocatedModel> resolve_model(const std::string& spec, const ResolveOptions
   pull.cache_dir = options.hub_cache;
   pull.on_progress = options.on_progress;
   pull.on_warning = options.on_warning;
-  const std::string id = parsed->second;
+  pull.gguf_tag = tag;
+  const std::string id = parsed->second + (tag.empty() ? "" : ":" + tag);
+  // With a tag, the model is the tagged .gguf in the snapshot (its mmproj beside it).
+  auto located = [&](const std::string& dir) -> Result<LocatedModel> {
+    if (tag.empty()) return LocatedModel{dir, id};
+    std::vector<std::string> files;
+    std::error_code e;
+    for (const auto& f : fs::directory_iterator(dir, e)) files.push_back(f.path().filename().string());
+    QVL_ASSIGN_OR_RETURN(std::string file, hub::gguf_file_for_tag(files, tag, dir));
+    return LocatedModel{(fs::path(dir) / file).string(), id};
+  };
   // A complete snapshot in the cache is used as it is, without the network (`qvl pull` updates it).
   auto cached = hub::find_cached(pull);
-  if (cached.ok()) return LocatedModel{*cached, id};
+  if (cached.ok()) return located(*cached);
   if (!options.download) {
     return Status::Error("model '" + spec + "' not found: " + cached.status().message() + "; download it with: qvl pull " +
                          spec);
   }
   auto dir = hub::pull(pull);
   if (!dir.ok()) return dir.status();
-  return LocatedModel{*dir, id};
+  return located(*dir);
 }
 
 }  // namespace qvl
