@@ -196,6 +196,18 @@ TEST(Gguf, RefusalsNameTheFieldAndWhatWasFound) {
   std::vector<uint8_t> long_key = handmade(3, 1, 32, 8, 0);
   long_key[24 + 7] = 0x7F;
   EXPECT_TRUE(contains(msg(long_key), "bytes long, expected at most")) << msg(long_key);
+  // Metadata arrays are bounded in all (each value is held as a structure many times its byte): a file of
+  // 16 MB holding one u8 array of 2^24 + 1 values is refused, not expanded to gigabytes.
+  {
+    std::vector<uint8_t> b;
+    auto put = [&](const void* p, size_t n) { b.insert(b.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n); };
+    const uint32_t version = 3, type_array = 9, type_u8 = 0;
+    const uint64_t zero = 0, one = 1, key_len = 3, count = (uint64_t{1} << 24) + 1;
+    put("GGUF", 4); put(&version, 4); put(&zero, 8); put(&one, 8);
+    put(&key_len, 8); put("big", 3); put(&type_array, 4); put(&type_u8, 4); put(&count, 8);
+    b.resize(b.size() + count, 7);
+    EXPECT_TRUE(contains(msg(b), "over the limit of 16777216")) << msg(b);
+  }
   auto missing = GgufFile::open(test::data_dir() + "/gguf/none.gguf");
   EXPECT_FALSE(missing.ok());
 }

@@ -103,5 +103,23 @@ TEST(GgufModel, WrittenGgufHoldsQvlsBlocksAndLoadsAgain) {
   fs::remove_all(root, ec);
 }
 
+// A tied LM head converted at load shares the embedding table; when that table is memory built at load (a
+// GGUF K-quant embedding expanded to float), converting the head must leave it intact (releasing it would
+// bring its pages back zeroed).
+TEST(GgufModel, ConvertingATiedHeadKeepsAnEmbeddingBuiltAtLoad) {
+  std::vector<float> table(64 * 256);  // 64 KB: whole pages inside, which a release would zero
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i % 17) - 8.0f;
+  const std::vector<float> copy = table;
+  TextW text;
+  text.embed = Mat{WeightType::kF32, 64, 256, table.data()};
+  text.lm_head = text.embed;
+  VisionW vision;
+  ThreadPool pool(1);
+  WeightArena arena;
+  ASSERT_TRUE(convert_weights(text, vision, WeightTypes{WeightType::kQ8_0, std::nullopt}, pool, arena, nullptr, table.data()).ok());
+  EXPECT_EQ(text.lm_head.type, WeightType::kQ8_0);
+  EXPECT_EQ(table, copy);
+}
+
 }  // namespace
 }  // namespace qvl

@@ -3,6 +3,7 @@
 // never read out of bounds, and never makes this allocate more than the file could describe.
 #include "io/gguf.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -22,6 +23,9 @@ constexpr uint64_t kMaxTensors = uint64_t{1} << 20;
 constexpr uint64_t kMaxKeys = uint64_t{1} << 20;
 constexpr uint64_t kMaxName = 64;  // GGML_MAX_NAME: tensor names are at most 63 bytes
 constexpr uint64_t kMaxKeyLength = uint64_t{1} << 16;
+// Metadata array elements in all, each held as a GgufValue (~100 bytes): a model's vocabulary and merges are
+// ~300k; this bounds what a hostile file's arrays can cost (~1.6 GB) whatever the file's size.
+constexpr uint64_t kMaxArrayElements = uint64_t{1} << 24;
 
 enum : uint32_t {
   kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7, kString = 8, kArray = 9,
@@ -40,6 +44,7 @@ struct GgufParser {
   std::span<const uint8_t> b;
   uint64_t pos = 0;
   std::string name;
+  uint64_t array_elements = 0;  // so far, against kMaxArrayElements
 
   Status fail(const std::string& what) const {
     return Status::Error(name + ": " + what + " (at byte " + std::to_string(pos) + " of " + std::to_string(b.size()) + ")");
@@ -101,9 +106,13 @@ struct GgufParser {
         if (n > (b.size() - pos) / least)
           return fail("metadata " + key + ": an array of " + std::to_string(n) + " " + value_type_name(et) +
                       " values, more than the rest of the file can hold");
+        array_elements += n;
+        if (array_elements > kMaxArrayElements)
+          return fail("metadata " + key + ": arrays of " + std::to_string(array_elements) + " values in all, over the limit of " +
+                      std::to_string(kMaxArrayElements));
         v.kind = GgufValue::Kind::kArray;
         v.gguf_type = et;
-        v.array.reserve(static_cast<size_t>(n));
+        v.array.reserve(static_cast<size_t>(std::min<uint64_t>(n, 1 << 16)));
         for (uint64_t k = 0; k < n; ++k) {
           QVL_ASSIGN_OR_RETURN(GgufValue e, value(et, key, true));
           v.array.push_back(std::move(e));
@@ -175,7 +184,7 @@ int64_t GgufTensor::numel() const {
 }
 
 Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes, const std::string& name) {
-  GgufParser p{bytes, 0, name};
+  GgufParser p{bytes, 0, name, 0};
   GgufFile f;
   f.name_ = name;
   if (bytes.size() < 4 || std::memcmp(bytes.data(), "GGUF", 4) != 0)

@@ -59,7 +59,14 @@ int on_warning(TIFF*, void* user, const char*, const char* fmt, va_list ap) {
   char buf[512];
   std::vsnprintf(buf, sizeof buf, fmt, ap);
   const std::string msg = buf;
-  if (s->lost_tag.empty() && msg.find("IO error during reading of") != std::string::npos) s->lost_tag = msg;
+  // Only the tags the pixels depend on: Pillow skips others that lie past the end (Software, XMP, ICC) and
+  // opens the image.
+  static const char* const kNeeded[] = {"\"ColorMap\"", "\"StripOffsets\"", "\"StripByteCounts\"", "\"TileOffsets\"",
+                                        "\"TileByteCounts\"", "\"BitsPerSample\"", "\"SampleFormat\"",
+                                        "\"ExtraSamples\"", "\"JPEGTables\""};
+  if (s->lost_tag.empty() && msg.find("IO error during reading of") != std::string::npos)
+    for (const char* tag : kNeeded)
+      if (msg.find(tag) != std::string::npos) s->lost_tag = msg;
   return 1;  // nothing goes to stderr
 }
 
@@ -108,6 +115,7 @@ Result<TiffImage> decode_tiff(std::span<const uint8_t> bytes, const ImageDecodeL
   if (!tif) return lib_error("cannot read the header");
   if (limits.page < 0 || limits.page > 9999)
     return Status::Error(fail("page " + std::to_string(limits.page) + " requested, expected 0..9999"));
+  if (limits.page > 0) src.lost_tag.clear();  // page 0's lost tags do not concern another page
   if (limits.page > 0 && !TIFFSetDirectory(tif.get(), static_cast<tdir_t>(limits.page))) {
     return Status::Error(fail("page " + std::to_string(limits.page) + " requested, the file has " +
                               std::to_string(TIFFNumberOfDirectories(tif.get())) + " (pages count from 0)"));
@@ -242,7 +250,10 @@ Result<TiffImage> decode_tiff(std::span<const uint8_t> bytes, const ImageDecodeL
     uint32_t tw = 0, th = 0;
     TIFFGetField(t, TIFFTAG_TILEWIDTH, &tw);
     TIFFGetField(t, TIFFTAG_TILELENGTH, &th);
-    if (tw == 0 || th == 0 || (static_cast<uint64_t>(tw) * per_pixel * bits) % 8 != 0)
+    // A tile may overhang the image (256x256 tiles on a 50x40 image) but no more than the image or 1024
+    // pixels, whichever is larger.
+    auto fits = [](uint32_t tile, uint32_t side) { return tile <= std::max<uint32_t>(1024, (side + 15) / 16 * 16); };
+    if (tw == 0 || th == 0 || !fits(tw, w) || !fits(th, h) || (static_cast<uint64_t>(tw) * per_pixel * bits) % 8 != 0)
       return Status::Error(fail("tile size " + std::to_string(tw) + "x" + std::to_string(th) + " is not usable"));
     const tmsize_t tile_bytes = TIFFTileSize(t);
     const size_t tile_stride = static_cast<size_t>(tw) * per_pixel * bits / 8;

@@ -38,7 +38,8 @@ WeightTypes default_weight_types() {
   return WeightTypes{WeightType::kQ8_0, WeightType::kQ8_0};
 }
 
-Result<Mat> convert_matrix(const Mat& m, WeightType type, const std::string& name, ThreadPool& pool, WeightArena& arena) {
+Result<Mat> convert_matrix(const Mat& m, WeightType type, const std::string& name, ThreadPool& pool, WeightArena& arena,
+                           bool release_source) {
   if (m.type == type) return m;
   if (is_quantized(type) && m.cols % kQK != 0)
     return Status::Error(name + ": " + std::to_string(m.cols) + " columns cannot be split into blocks of " +
@@ -71,11 +72,11 @@ Result<Mat> convert_matrix(const Mat& m, WeightType type, const std::string& nam
     });
   }
   // The source (a view into the checkpoint's mapping, or an earlier conversion) is not read again.
-  SafetensorsModel::release(m.data, m.bytes());
+  if (release_source) SafetensorsModel::release(m.data, m.bytes());
   return out;
 }
 
-Result<Mat> interleave_matrix(const Mat& m, ThreadPool& pool, WeightArena& arena) {
+Result<Mat> interleave_matrix(const Mat& m, ThreadPool& pool, WeightArena& arena, bool release_source) {
   if (!is_quantized(m.type) || m.layout != Layout::kRows || m.rows % 8 != 0) return m;
   arena.push_back(std::make_unique<uint8_t[]>(m.bytes()));
   uint8_t* dst = arena.back().get();
@@ -88,7 +89,7 @@ Result<Mat> interleave_matrix(const Mat& m, ThreadPool& pool, WeightArena& arena
       interleave8(rows, dst + group_bytes * static_cast<size_t>(g));
     }
   });
-  SafetensorsModel::release(m.data, m.bytes());
+  if (release_source) SafetensorsModel::release(m.data, m.bytes());
   Mat out = m;
   out.data = dst;
   out.layout = Layout::kInterleaved8;
@@ -132,7 +133,7 @@ std::vector<std::pair<std::string, Mat*>> convertible_matrices(TextW& text, Visi
 }
 
 Status convert_weights(TextW& text, VisionW& vision, const WeightTypes& types, ThreadPool& pool, WeightArena& arena,
-                       std::vector<std::string>* kept) {
+                       std::vector<std::string>* kept, const void* keep) {
   auto blockable = [&](const Mat& m, WeightType t, const std::string& name) {
     if (!is_quantized(t) || m.cols % kQK == 0) return true;
     if (kept) kept->push_back(name);
@@ -141,10 +142,13 @@ Status convert_weights(TextW& text, VisionW& vision, const WeightTypes& types, T
   // A matrix already stored quantized (a `qvl quantize` directory) keeps its values: converting it again
   // could only lose precision; if stored row by row, it is interleaved for the integer GEMM.
   for (auto& [name, m] : convertible_matrices(text, vision, types.text.has_value(), false)) {
+    // A tied LM head shares the embedding table, which is still read (row lookups). Pages of a file mapping
+    // may go (they are read again from the file); memory `keep` names (a table built at load) must stay.
+    const bool release = keep == nullptr || m->data != keep;
     if (is_quantized(m->type)) {
-      QVL_ASSIGN_OR_RETURN(*m, interleave_matrix(*m, pool, arena));
+      QVL_ASSIGN_OR_RETURN(*m, interleave_matrix(*m, pool, arena, release));
     } else if (blockable(*m, *types.text, name)) {
-      QVL_ASSIGN_OR_RETURN(*m, convert_matrix(*m, *types.text, name, pool, arena));
+      QVL_ASSIGN_OR_RETURN(*m, convert_matrix(*m, *types.text, name, pool, arena, release));
     }
   }
   for (auto& [name, m] : convertible_matrices(text, vision, false, types.vision.has_value())) {

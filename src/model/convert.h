@@ -28,11 +28,14 @@ using WeightArena = std::vector<std::unique_ptr<uint8_t[]>>;
 // Converts `m` to `type` (rows widened to float32, then narrowed/quantized), storing the result in `arena`;
 // quantized results with rows % 8 == 0 are interleaved (Layout::kInterleaved8). Quantized types need
 // cols % 32 == 0; returns an error naming `name` otherwise.
-Result<Mat> convert_matrix(const Mat& m, WeightType type, const std::string& name, ThreadPool& pool, WeightArena& arena);
+// release_source: let the source's pages go afterwards (a file mapping's pages are read again if needed; other
+// memory would come back zeroed, so a source still in use, the tied embedding table, is not released).
+Result<Mat> convert_matrix(const Mat& m, WeightType type, const std::string& name, ThreadPool& pool, WeightArena& arena,
+                           bool release_source = true);
 
 // A row-ordered quantized matrix with rows % 8 == 0 copied into the interleaved layout (Layout::
 // kInterleaved8) the integer GEMM reads; anything else is returned as it is.
-Result<Mat> interleave_matrix(const Mat& m, ThreadPool& pool, WeightArena& arena);
+Result<Mat> interleave_matrix(const Mat& m, ThreadPool& pool, WeightArena& arena, bool release_source = true);
 
 // The matrices conversion applies to, with their checkpoint tensor names: the text decoder's attention and
 // MLP matrices and the LM head ("lm_head.weight"), the vision tower's patch embedding, blocks and mergers.
@@ -43,7 +46,9 @@ std::vector<std::pair<std::string, Mat*>> convertible_matrices(TextW& text, Visi
 // stored for row lookups) and of the vision tower (patch embedding, blocks, mergers).
 // A matrix whose width is not a multiple of the 32-value quantization block (Qwen3-VL-8B's vision MLP: 4304
 // inputs) cannot take a quantized type: it keeps its stored type, and its name is added to `kept`.
+// `keep`: memory that is not a file mapping and is still read after conversion (a GGUF embedding table
+// expanded at load, which a tied LM head shares): never released.
 Status convert_weights(TextW& text, VisionW& vision, const WeightTypes& types, ThreadPool& pool, WeightArena& arena,
-                       std::vector<std::string>* kept = nullptr);
+                       std::vector<std::string>* kept = nullptr, const void* keep = nullptr);
 
 }  // namespace qvl

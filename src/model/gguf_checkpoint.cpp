@@ -4,6 +4,7 @@
 #include "model/gguf_checkpoint.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <regex>
@@ -62,7 +63,9 @@ std::string hf_name(const std::string& g, const std::vector<int64_t>& deepstack)
     return "model.visual.blocks." + m[1].str() + "." + vision.at(m[2]) + "." + m[3].str();
   if (std::regex_match(g, m, mm)) return std::string("model.visual.merger.linear_fc") + (m[1] == "0" ? "1." : "2.") + m[2].str();
   if (std::regex_match(g, m, ds)) {
-    const int64_t layer = std::stoll(m[1].str());
+    int64_t layer = -1;
+    const std::string digits = m[1].str();
+    if (digits.size() > 6 || std::from_chars(digits.data(), digits.data() + digits.size(), layer).ec != std::errc()) return "";
     const auto it = std::find(deepstack.begin(), deepstack.end(), layer);
     if (it == deepstack.end()) return "";
     const std::string part = m[2] == "norm" ? "norm" : m[2] == "fc1" ? "linear_fc1" : "linear_fc2";
@@ -146,8 +149,9 @@ Result<GgufPair> locate_gguf_pair(const std::string& path) {
     return s;
   };
   const std::string stem = lower(fs::path(pair.text).stem().string());
-  const std::string quant = stem.substr(stem.find_last_of("-_") == std::string::npos ? 0 : stem.rfind('-') + 1);
-  for (const std::string& want : {quant, std::string("f16")}) {
+  const size_t dash = stem.rfind('-');
+  const std::string quant = "-" + (dash == std::string::npos ? stem : stem.substr(dash + 1));
+  for (const std::string& want : {quant, std::string("-f16")}) {
     for (const fs::path& p : mmproj) {
       const std::string m = lower(p.stem().string());
       if (m.size() >= want.size() && m.compare(m.size() - want.size(), want.size(), want) == 0) {
@@ -177,8 +181,12 @@ Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pai
   // config.json from the metadata and the shapes.
   const GgufTensor* embd = text.tensor("token_embd.weight");
   const GgufTensor* pos = vis.tensor("v.position_embd.weight");
-  if (!embd) return Status::Error(pair.text + ": no token_embd.weight tensor");
-  if (!pos) return Status::Error(pair.mmproj + ": no v.position_embd.weight tensor");
+  if (!embd || embd->ne.size() != 2)
+    return Status::Error(pair.text + ": expected token_embd.weight as a matrix [vocab, hidden], found " +
+                         (embd ? std::to_string(embd->ne.size()) + " dimension(s)" : std::string("none")));
+  if (!pos || pos->ne.size() != 2)
+    return Status::Error(pair.mmproj + ": expected v.position_embd.weight as a matrix [positions, hidden], found " +
+                         (pos ? std::to_string(pos->ne.size()) + " dimension(s)" : std::string("none")));
   nlohmann::ordered_json tc, vc;
   QVL_ASSIGN_OR_RETURN(uint64_t layers, text.get_uint("qwen3vl.block_count"));
   QVL_ASSIGN_OR_RETURN(uint64_t hidden, text.get_uint("qwen3vl.embedding_length"));
@@ -189,6 +197,13 @@ Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pai
   QVL_ASSIGN_OR_RETURN(double theta, text.get_float("qwen3vl.rope.freq_base"));
   QVL_ASSIGN_OR_RETURN(std::vector<int64_t> sections, text.get_ints("qwen3vl.rope.dimension_sections"));
   if (sections.size() < 3) return Status::Error(pair.text + ": qwen3vl.rope.dimension_sections has " + std::to_string(sections.size()) + " values, expected 3 or 4");
+  // Every count the shapes are built from must be a sane positive number (a hostile file could say 0).
+  for (const auto& [key, v] : std::initializer_list<std::pair<const char*, uint64_t>>{
+           {"qwen3vl.block_count", layers}, {"qwen3vl.embedding_length", hidden}, {"qwen3vl.feed_forward_length", ffn},
+           {"qwen3vl.attention.head_count", heads}, {"qwen3vl.attention.head_count_kv", kv}}) {
+    if (v == 0 || v > (1u << 20))
+      return Status::Error(pair.text + ": metadata " + key + " is " + std::to_string(v) + ", expected 1 to 1048576");
+  }
   const bool tied = text.tensor("output.weight") == nullptr;
   tc["hidden_size"] = hidden;
   tc["intermediate_size"] = ffn;

@@ -105,7 +105,12 @@ Status Model::bind(const std::string& dir, const WeightTypes& types, int threads
   m->text_ = std::move(text).value();
   if (types.text || types.vision) {
     ThreadPool pool(threads > 0 ? threads : default_threads());
-    Status s = convert_weights(m->text_, m->vision_, types, pool, m->converted_, &m->kept_);
+    // A GGUF embedding expanded at load lives in memory the checkpoint owns, not in a file mapping.
+    const void* keep = nullptr;
+    if (m->gguf_)
+      for (const auto& b : m->gguf_->owned)
+        if (static_cast<const void*>(b.get()) == m->text_.embed.data) keep = m->text_.embed.data;
+    Status s = convert_weights(m->text_, m->vision_, types, pool, m->converted_, &m->kept_, keep);
     if (!s.ok()) return s.with_context(dir);
   }
   if (m->image_config_.patch_size != m->config_.vision.patch_size ||
