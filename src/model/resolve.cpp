@@ -37,7 +37,8 @@ Result<LocatedModel> resolve_model(const std::string& spec, const ResolveOptions
     return LocatedModel{spec, name.empty() ? spec : name};
   }
   // A GGUF repository's quantization tag: ORG/NAME:Q4_K_M (after the id, so hf:/modelscope: prefixes stay).
-  const auto [id_spec, tag] = hub::split_gguf_tag(spec);
+  const std::pair<std::string, std::string> split = hub::split_gguf_tag(spec);
+  const std::string id_spec = split.first, tag = split.second;  // named copies: lambdas below capture them
   auto parsed = hub::parse_model_spec(id_spec);
   if (!parsed.ok()) {
     return Status::Error("model '" + spec + "' not found: no such directory, and not a hub id (ORG/NAME such as "
