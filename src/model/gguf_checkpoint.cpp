@@ -36,20 +36,34 @@ std::vector<fs::path> gguf_files(const fs::path& dir) {
   return out;
 }
 
+// Per-layer parts, (llama.cpp's name, transformers' name): one table read both ways (hf_name, gguf_tensor_name).
+using NamePairs = std::vector<std::pair<std::string, std::string>>;
+const NamePairs& text_parts() {
+  static const NamePairs p = {
+      {"attn_norm", "input_layernorm"}, {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
+      {"attn_v", "self_attn.v_proj"}, {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
+      {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"}, {"ffn_gate", "mlp.gate_proj"},
+      {"ffn_up", "mlp.up_proj"}, {"ffn_down", "mlp.down_proj"}};
+  return p;
+}
+const NamePairs& vision_parts() {
+  static const NamePairs p = {{"attn_qkv", "attn.qkv"}, {"attn_out", "attn.proj"}, {"ln1", "norm1"}, {"ln2", "norm2"},
+                              {"ffn_up", "mlp.linear_fc1"}, {"ffn_down", "mlp.linear_fc2"}};
+  return p;
+}
+// The other side of `name` in `pairs` (from llama.cpp's side when `from_gguf`), or "".
+std::string other_name(const NamePairs& pairs, const std::string& name, bool from_gguf) {
+  for (const auto& [g, h] : pairs)
+    if ((from_gguf ? g : h) == name) return from_gguf ? h : g;
+  return "";
+}
+
 // transformers' name for a GGUF tensor name, and the deepstack layer it belongs to (-1: none).
 std::string hf_name(const std::string& g, const std::vector<int64_t>& deepstack) {
   static const std::regex text_layer(R"(blk\.(\d+)\.(\w+)\.weight)");
   static const std::regex vision_layer(R"(v\.blk\.(\d+)\.(\w+)\.(weight|bias))");
   static const std::regex ds(R"(v\.deepstack\.(\d+)\.(norm|fc1|fc2)\.(weight|bias))");
   static const std::regex mm(R"(mm\.(0|2)\.(weight|bias))");
-  static const std::map<std::string, std::string> text = {
-      {"attn_norm", "input_layernorm"}, {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
-      {"attn_v", "self_attn.v_proj"}, {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
-      {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"}, {"ffn_gate", "mlp.gate_proj"},
-      {"ffn_up", "mlp.up_proj"}, {"ffn_down", "mlp.down_proj"}};
-  static const std::map<std::string, std::string> vision = {
-      {"attn_qkv", "attn.qkv"}, {"attn_out", "attn.proj"}, {"ln1", "norm1"}, {"ln2", "norm2"},
-      {"ffn_up", "mlp.linear_fc1"}, {"ffn_down", "mlp.linear_fc2"}};
   std::smatch m;
   if (g == "token_embd.weight") return "model.language_model.embed_tokens.weight";
   if (g == "output_norm.weight") return "model.language_model.norm.weight";
@@ -57,10 +71,14 @@ std::string hf_name(const std::string& g, const std::vector<int64_t>& deepstack)
   if (g == "v.patch_embd.bias") return "model.visual.patch_embed.proj.bias";
   if (g == "v.position_embd.weight") return "model.visual.pos_embed.weight";
   if (g == "v.post_ln.weight" || g == "v.post_ln.bias") return "model.visual.merger.norm." + g.substr(10);
-  if (std::regex_match(g, m, text_layer) && text.count(m[2]))
-    return "model.language_model.layers." + m[1].str() + "." + text.at(m[2]) + ".weight";
-  if (std::regex_match(g, m, vision_layer) && vision.count(m[2]))
-    return "model.visual.blocks." + m[1].str() + "." + vision.at(m[2]) + "." + m[3].str();
+  if (std::regex_match(g, m, text_layer)) {
+    const std::string part = other_name(text_parts(), m[2], true);
+    return part.empty() ? "" : "model.language_model.layers." + m[1].str() + "." + part + ".weight";
+  }
+  if (std::regex_match(g, m, vision_layer)) {
+    const std::string part = other_name(vision_parts(), m[2], true);
+    return part.empty() ? "" : "model.visual.blocks." + m[1].str() + "." + part + "." + m[3].str();
+  }
   if (std::regex_match(g, m, mm)) return std::string("model.visual.merger.linear_fc") + (m[1] == "0" ? "1." : "2.") + m[2].str();
   if (std::regex_match(g, m, ds)) {
     int64_t layer = -1;
@@ -80,14 +98,6 @@ std::string gguf_tensor_name(const std::string& hf, const std::vector<int64_t>& 
   static const std::regex text_layer(R"(model\.language_model\.layers\.(\d+)\.(.+)\.weight)");
   static const std::regex block(R"(model\.visual\.blocks\.(\d+)\.(.+)\.(weight|bias))");
   static const std::regex ds(R"(model\.visual\.deepstack_merger_list\.(\d+)\.(norm|linear_fc1|linear_fc2)\.(weight|bias))");
-  static const std::map<std::string, std::string> text = {
-      {"input_layernorm", "attn_norm"}, {"self_attn.q_proj", "attn_q"}, {"self_attn.k_proj", "attn_k"},
-      {"self_attn.v_proj", "attn_v"}, {"self_attn.o_proj", "attn_output"}, {"self_attn.q_norm", "attn_q_norm"},
-      {"self_attn.k_norm", "attn_k_norm"}, {"post_attention_layernorm", "ffn_norm"}, {"mlp.gate_proj", "ffn_gate"},
-      {"mlp.up_proj", "ffn_up"}, {"mlp.down_proj", "ffn_down"}};
-  static const std::map<std::string, std::string> vision = {
-      {"attn.qkv", "attn_qkv"}, {"attn.proj", "attn_out"}, {"norm1", "ln1"}, {"norm2", "ln2"},
-      {"mlp.linear_fc1", "ffn_up"}, {"mlp.linear_fc2", "ffn_down"}};
   std::smatch m;
   if (hf == "model.language_model.embed_tokens.weight") return "token_embd.weight";
   if (hf == "model.language_model.norm.weight") return "output_norm.weight";
@@ -101,9 +111,14 @@ std::string gguf_tensor_name(const std::string& hf, const std::vector<int64_t>& 
     if (rest.rfind("linear_fc2.", 0) == 0) return "mm.2." + rest.substr(11);
     return "";
   }
-  if (std::regex_match(hf, m, text_layer) && text.count(m[2])) return "blk." + m[1].str() + "." + text.at(m[2]) + ".weight";
-  if (std::regex_match(hf, m, block) && vision.count(m[2]))
-    return "v.blk." + m[1].str() + "." + vision.at(m[2]) + "." + m[3].str();
+  if (std::regex_match(hf, m, text_layer)) {
+    const std::string part = other_name(text_parts(), m[2], false);
+    return part.empty() ? "" : "blk." + m[1].str() + "." + part + ".weight";
+  }
+  if (std::regex_match(hf, m, block)) {
+    const std::string part = other_name(vision_parts(), m[2], false);
+    return part.empty() ? "" : "v.blk." + m[1].str() + "." + part + "." + m[3].str();
+  }
   if (std::regex_match(hf, m, ds)) {
     const size_t k = std::stoul(m[1].str());
     if (k >= deepstack.size()) return "";
@@ -256,7 +271,6 @@ Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pai
     return out;
   };
   for (const GgufFile* f : {&text, &vis}) {
-    bytes += 0;
     for (const GgufTensor& t : f->tensors()) {
       if (t.name == "v.patch_embd.weight" || t.name == "v.patch_embd.weight.1") continue;
       const std::string name = hf_name(t.name, deepstack);
