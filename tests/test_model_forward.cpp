@@ -17,6 +17,7 @@
 #include "model/convert.h"
 #include "model/test_model.h"
 #include "model/text.h"
+#include "model/video_processor.h"
 #include "model/vision.h"
 #include "test_paths.h"
 #include "tokenizer/chat_json.h"
@@ -102,19 +103,42 @@ void check_case(const Model& model, ThreadPool& pool, const std::string& name, c
     images.push_back(std::move(img).value());
     pre.push_back(std::move(p).value());
   }
-  auto ids = build_prompt_ids(model.tokenizer(), render_chat_with_spans(*messages), tokens);
+  // Videos (the case's clip decoded and preprocessed as qvl does): frame groups after the images.
+  std::vector<std::shared_ptr<const PreprocessedVideo>> videos;
+  std::vector<VideoPromptPart> video_parts;
+  std::vector<GridTHW> video_grids;
+  for (const auto& vj : c.value("videos", nlohmann::ordered_json::array())) {
+    ASSERT_TRUE(video_supported()) << "built without FFmpeg";
+    auto bytes = read_file_bytes(test::data_dir() + "/" + vj["file"].get<std::string>());
+    ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+    VideoOptions vo;
+    vo.min_pixels = vj["min_pixels"];
+    vo.max_pixels = vj["max_pixels"];
+    if (!vj["fps"].is_null()) vo.fps = vj["fps"];
+    auto v = preprocess_video_file(*bytes, model.video_config(), vo);
+    ASSERT_TRUE(v.ok()) << v.status().message();
+    video_parts.push_back({v->timestamps, v->tokens_per_group()});
+    video_grids.push_back({v->grid_t, v->grid_h, v->grid_w});
+    videos.push_back(std::make_shared<const PreprocessedVideo>(std::move(v).value()));
+  }
+  ASSERT_EQ(video_grids.size(), c.value("video_grid_thw", nlohmann::ordered_json::array()).size());
+  auto ids = build_prompt_ids(model.tokenizer(), render_chat_with_spans(*messages), tokens, video_parts);
   ASSERT_TRUE(ids.ok()) << ids.status().message();
   ASSERT_EQ(*ids, c["input_ids"].get<std::vector<int32_t>>());
   const int64_t n = static_cast<int64_t>(ids->size());
-  auto pos = get_rope_index(*ids, grids, {}, model.config().vision.spatial_merge_size);
+  auto pos = get_rope_index(*ids, grids, video_grids, model.config().vision.spatial_merge_size);
   ASSERT_TRUE(pos.ok()) << pos.status().message();
 
-  // Vision tower and DeepStack features.
+  // Vision tower and DeepStack features (transformers runs images and videos in separate passes; each
+  // image and each frame group attends within itself, so one pass over them in prompt order is the same).
   VisionOutput vis;
   VisualInputs visual;
-  if (!pre.empty()) {
+  ASSERT_TRUE(pre.empty() || videos.empty()) << "a case with both: the visual.npy order would need care";
+  if (!pre.empty() || !videos.empty()) {
     std::vector<const PreprocessedImage*> ptrs;
     for (const auto& p : pre) ptrs.push_back(&p);
+    for (const auto& v : videos)
+      for (const auto& g : v->groups) ptrs.push_back(&g);
     vis = encode_images(model, pool, ptrs);
     NpyArray ref = load(dir + "/visual.npy");
     ASSERT_EQ(ref.numel(), vis.n_tokens * vis.dim);
@@ -143,7 +167,7 @@ void check_case(const Model& model, ThreadPool& pool, const std::string& name, c
   KVCache cache(model.config().text, n + 8, KVType::kF32);  // exactly what transformers computes
   std::vector<float> logits(static_cast<size_t>(n * V));
   const int32_t* p3[3] = {pos->pos[0].data(), pos->pos[1].data(), pos->pos[2].data()};
-  text_forward(model, pool, cache, ids->data(), n, p3, pre.empty() ? nullptr : &visual, LogitsMode::kAll,
+  text_forward(model, pool, cache, ids->data(), n, p3, visual.n_visual == 0 ? nullptr : &visual, LogitsMode::kAll,
                logits.data(), &dump);
   int first_diverging = -1;
   for (int i = 0; i < model.config().text.num_hidden_layers; ++i) {
@@ -186,12 +210,12 @@ void check_case(const Model& model, ThreadPool& pool, const std::string& name, c
   g.max_tokens = 32;
   g.ignore_eos = true;
   g.image = popts;
-  auto r = generate(model, pool, *messages, images, g);
+  auto r = generate(model, pool, *messages, images, videos, g);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->tokens, c["greedy"].get<std::vector<int32_t>>());
   // The same with the prompt read 7 tokens at a time (slices that cut through the images' tokens).
   g.prefill_chunk = 7;
-  auto sliced = generate(model, pool, *messages, images, g);
+  auto sliced = generate(model, pool, *messages, images, videos, g);
   ASSERT_TRUE(sliced.ok()) << sliced.status().message();
   EXPECT_EQ(sliced->tokens, c["greedy"].get<std::vector<int32_t>>()) << "prefill in slices of 7 tokens";
 }
@@ -273,6 +297,11 @@ TEST_F(ModelForward, TextOnly) { check_case(*model_, *pool_, "text_only"); }
 TEST_F(ModelForward, OneImage) { check_case(*model_, *pool_, "one_image"); }
 TEST_F(ModelForward, TwoImages) { check_case(*model_, *pool_, "two_images"); }
 TEST_F(ModelForward, TwoTurnsImageInFirst) { check_case(*model_, *pool_, "two_turns"); }
+// A clip: two frame groups with their timestamps, through the tower and the decoder.
+TEST_F(ModelForward, OneVideo) {
+  if (!video_supported()) GTEST_SKIP() << "built without FFmpeg";
+  check_case(*model_, *pool_, "one_video");
+}
 
 // The f16 cache (the default) against the f32 one: a 40-token prefill, then 8 single-token steps (the
 // decode path), logits within 1e-2 of the largest logit and the same argmax at every step.

@@ -38,8 +38,15 @@ PreprocessOptions image_options(const GenerateOptions& options, size_t k, const 
 Result<GenerateResult> generate(const Model& model, ThreadPool& pool, const std::vector<ChatMessage>& messages,
                                 const std::vector<ImageRGB>& images, const GenerateOptions& options,
                                 const GenerateCallbacks& cb) {
+  return generate(model, pool, messages, images, {}, options, cb);
+}
+
+Result<GenerateResult> generate(const Model& model, ThreadPool& pool, const std::vector<ChatMessage>& messages,
+                                const std::vector<ImageRGB>& images,
+                                const std::vector<std::shared_ptr<const PreprocessedVideo>>& videos,
+                                const GenerateOptions& options, const GenerateCallbacks& cb) {
   Session session(model);
-  QVL_RETURN_IF_ERROR(session.start(pool, messages, images, options, cb));
+  QVL_RETURN_IF_ERROR(session.start(pool, messages, images, videos, options, cb));
   if (cb.progress) cb.progress("decode");
   while (!session.done()) {
     Session::Step s = session.step(pool);

@@ -53,6 +53,7 @@ struct GenerateTimings {
   double preprocess_ms = 0, vision_ms = 0, prefill_ms = 0, decode_ms = 0, ttft_ms = 0;
   int prompt_tokens = 0, image_tokens = 0, generated_tokens = 0;
   int images = 0;
+  int videos = 0, video_frames = 0, video_tokens = 0;  // sampled frames; pad tokens of all frame groups
   int cached_tokens = 0;  // prompt tokens restored from the prefix cache (not read again)
   int cached_images = 0;  // images taken from the image cache (not encoded again)
 };
@@ -81,5 +82,10 @@ struct GenerateCallbacks {
 Result<GenerateResult> generate(const Model& model, ThreadPool& pool, const std::vector<ChatMessage>& messages,
                                 const std::vector<ImageRGB>& images, const GenerateOptions& options,
                                 const GenerateCallbacks& callbacks = {});
+// The same with videos (preprocessed; in the order of the conversation's video parts).
+Result<GenerateResult> generate(const Model& model, ThreadPool& pool, const std::vector<ChatMessage>& messages,
+                                const std::vector<ImageRGB>& images,
+                                const std::vector<std::shared_ptr<const PreprocessedVideo>>& videos,
+                                const GenerateOptions& options, const GenerateCallbacks& callbacks = {});
 
 }  // namespace qvl

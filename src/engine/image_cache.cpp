@@ -42,6 +42,25 @@ ImageKey image_key(const ImageRGB& image, const ImageProcessorConfig& config, co
   return key;
 }
 
+ImageKey frame_group_key(const PreprocessedImage& group) {
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  QVL_CHECK(ctx && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1);
+  const char tag[] = "qvl-video-group-v1";
+  EVP_DigestUpdate(ctx.get(), tag, sizeof tag);
+  add_value(ctx.get(), static_cast<int64_t>(group.grid_t));
+  add_value(ctx.get(), static_cast<int64_t>(group.grid_h));
+  add_value(ctx.get(), static_cast<int64_t>(group.grid_w));
+  add_value(ctx.get(), static_cast<int64_t>(group.merge_size));
+  add_value(ctx.get(), static_cast<int64_t>(group.patch_dim));
+  add_value(ctx.get(), static_cast<uint64_t>(group.pixel_values.size()));
+  EVP_DigestUpdate(ctx.get(), group.pixel_values.data(), group.pixel_values.size() * sizeof(float));
+  ImageKey key{};
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx.get(), key.data(), &len);
+  QVL_CHECK(len == key.size());
+  return key;
+}
+
 std::string image_key_hex(const ImageKey& key) {
   static const char* digits = "0123456789abcdef";
   std::string s;

@@ -21,6 +21,9 @@ namespace qvl {
 // pixel_values. A cryptographic hash, so that no request can forge another's image.
 using ImageKey = std::array<uint8_t, 32>;
 ImageKey image_key(const ImageRGB& image, const ImageProcessorConfig& config, const PreprocessOptions& options);
+// A video's frame group is cached like an image, keyed by its patches (the normalised pixels of its two
+// frames at their resized size): the same clip sent again, or with other frames around it, finds it.
+ImageKey frame_group_key(const PreprocessedImage& group);
 std::string image_key_hex(const ImageKey& key);
 
 // One image through the tower: its merged tokens and the DeepStack features at those tokens.

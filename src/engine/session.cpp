@@ -50,6 +50,12 @@ Session::~Session() { retire(); }
 
 Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vector<ImageRGB>& images,
                         const GenerateOptions& options) {
+  return prepare(messages, images, {}, options);
+}
+
+Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vector<ImageRGB>& images,
+                        const std::vector<std::shared_ptr<const PreprocessedVideo>>& videos,
+                        const GenerateOptions& options) {
   phase_ = Phase::kDone;
   result_ = GenerateResult{};
   options_ = options;
@@ -62,11 +68,12 @@ Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vec
   start_ms_ = now_ms();
 
   // Each image's key and token count: from the image cache, else from its resized size.
-  images_.assign(images.size(), ImageSlot{});
+  std::vector<ImageSlot> image_slots(images.size());
   std::vector<int> image_tokens;
   std::vector<GridTHW> grids;
   for (size_t k = 0; k < images.size(); ++k) {
-    ImageSlot& im = images_[k];
+    ImageSlot& im = image_slots[k];
+    im.image_index = static_cast<int>(k);
     im.key = image_key(images[k], ipc, image_options(options, k, ipc));
     if (caches_.images) im.encoded = caches_.images->find(im.key);
     GridTHW g;
@@ -84,21 +91,61 @@ Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vec
     tm.image_tokens += static_cast<int>(im.n_tokens);
     ++tm.images;
   }
+  // Each video's frame groups: a slot each, keyed by its patches (already preprocessed), the pixels shared
+  // with the video.
+  std::vector<ImageSlot> group_slots;
+  std::vector<VideoPromptPart> video_parts;
+  std::vector<GridTHW> video_grids;
+  for (const auto& v : videos) {
+    QVL_CHECK(v && !v->groups.empty());
+    VideoPromptPart part{v->timestamps, v->tokens_per_group()};
+    for (const PreprocessedImage& g : v->groups) {
+      ImageSlot slot;
+      slot.key = frame_group_key(g);
+      slot.n_tokens = g.num_tokens();
+      if (caches_.images) slot.encoded = caches_.images->find(slot.key);
+      if (slot.encoded) ++tm.cached_images;
+      slot.pixels = std::shared_ptr<const PreprocessedImage>(v, &g);  // aliasing: keeps the video alive
+      group_slots.push_back(std::move(slot));
+    }
+    video_grids.push_back({v->grid_t, v->grid_h, v->grid_w});
+    video_parts.push_back(std::move(part));
+    ++tm.videos;
+    tm.video_frames += static_cast<int>(v->indices.size());
+    tm.video_tokens += v->grid_t * v->tokens_per_group();
+  }
 
-  // The prompt: chat format -> ids (image pads expanded) -> 3-D positions -> cache keys.
+  // The prompt: chat format -> ids (image pads expanded, videos as timestamped frame groups) -> 3-D
+  // positions -> cache keys.
   ChatOptions chat_options = options.chat;
   chat_options.kind = model_.chat_template();
   const RenderedChat chat = render_chat_with_spans(messages, chat_options);
-  QVL_ASSIGN_OR_RETURN(ids_, build_prompt_ids(tok, chat, image_tokens));
+  QVL_ASSIGN_OR_RETURN(ids_, build_prompt_ids(tok, chat, image_tokens, video_parts));
   VisionTokenIds vt{cfg.image_token_id, cfg.video_token_id, cfg.vision_start_token_id};
-  QVL_ASSIGN_OR_RETURN(pos_, get_rope_index(ids_, grids, {}, cfg.vision.spatial_merge_size, vt));
+  QVL_ASSIGN_OR_RETURN(pos_, get_rope_index(ids_, grids, video_grids, cfg.vision.spatial_merge_size, vt));
+  // The slots in prompt order.
+  images_.clear();
+  {
+    size_t next_image = 0, next_group = 0;
+    for (bool is_image : vision_blocks_are_images(ids_, cfg.vision_start_token_id, cfg.image_token_id,
+                                                  cfg.video_token_id)) {
+      if (is_image) {
+        QVL_CHECK(next_image < image_slots.size());
+        images_.push_back(std::move(image_slots[next_image++]));
+      } else {
+        QVL_CHECK(next_group < group_slots.size());
+        images_.push_back(std::move(group_slots[next_group++]));
+      }
+    }
+    QVL_CHECK(next_image == image_slots.size() && next_group == group_slots.size());
+  }
   const int64_t n_prompt = static_cast<int64_t>(ids_.size());
   tm.prompt_tokens = static_cast<int>(n_prompt);
   if (n_prompt == 0) return Status::Error("the prompt is empty");
   if (n_prompt >= options.context)
     return Status::Error("the prompt has " + std::to_string(n_prompt) + " tokens, over the context of " +
-                         std::to_string(options.context) + "; shorten it, use smaller images (max_pixels) or a "
-                         "larger context");
+                         std::to_string(options.context) + "; shorten it, use smaller images or videos (max_pixels, "
+                         "fps) or a larger context");
   max_new_ = std::min<int64_t>(options.max_tokens, options.context - n_prompt);
   rope_delta_ = pos_.rope_delta;
   keys_.resize(static_cast<size_t>(n_prompt));
@@ -106,7 +153,7 @@ Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vec
     size_t k = 0;
     int64_t j = 0;
     for (int64_t i = 0; i < n_prompt; ++i) {
-      if (ids_[i] != cfg.image_token_id) {
+      if (ids_[i] != cfg.image_token_id && ids_[i] != cfg.video_token_id) {
         keys_[i] = static_cast<TokenKey>(ids_[i]);
         continue;
       }
@@ -128,19 +175,21 @@ Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vec
   prefill_at_ = caches_.prefixes ? caches_.prefixes->restore(keys_, n_prompt - 1, *cache_) : 0;
   tm.cached_tokens = static_cast<int>(prefill_at_);
 
-  // Images with pads after the prefix must be encoded unless the cache has them.
+  // Images and frame groups with pads after the prefix must be encoded unless the cache has them.
   for (size_t k = 0; k < images_.size(); ++k) {
     ImageSlot& im = images_[k];
     im.needed = im.first_pad + im.n_tokens > prefill_at_;
-    if (!im.needed || im.encoded) continue;
+    if (!im.needed) im.pixels.reset();
+    if (!im.needed || im.encoded || im.pixels) continue;
     // The same image earlier in this request: share its pixels.
     for (size_t e = 0; e < k && !im.pixels; ++e)
       if (images_[e].key == im.key && images_[e].pixels) im.pixels = images_[e].pixels;
     if (im.pixels) continue;
+    const size_t ik = static_cast<size_t>(im.image_index);
     const double t0 = now_ms();
-    auto p = preprocess_image(images[k], ipc, image_options(options, k, ipc));
+    auto p = preprocess_image(images[ik], ipc, image_options(options, ik, ipc));
     tm.preprocess_ms += now_ms() - t0;
-    if (!p.ok()) return p.status().with_context("image " + std::to_string(k + 1));
+    if (!p.ok()) return p.status().with_context("image " + std::to_string(ik + 1));
     QVL_CHECK(static_cast<int64_t>(p->num_tokens()) == im.n_tokens);
     im.pixels = std::make_shared<const PreprocessedImage>(std::move(p).value());
   }
@@ -210,7 +259,9 @@ TextSeq Session::prefill_slice(int64_t max_tokens) {
   const int64_t n = std::min(max_tokens, n_prompt - at);
   const int64_t H = model_.config().text.hidden_size;
   slice_visual_ = VisualInputs{};
-  slice_visual_.n_visual = std::count(ids_.begin() + at, ids_.begin() + at + n, model_.config().image_token_id);
+  const int32_t image_pad = model_.config().image_token_id, video_pad = model_.config().video_token_id;
+  slice_visual_.n_visual = std::count_if(ids_.begin() + at, ids_.begin() + at + n,
+                                         [&](int32_t id) { return id == image_pad || id == video_pad; });
   if (slice_visual_.n_visual > 0) {
     slice_visual_.embeds = vis_embeds_.data() + visual_done_ * H;
     for (const auto& d : vis_deepstack_) slice_visual_.deepstack.push_back(d.data() + visual_done_ * H);
@@ -335,11 +386,17 @@ void Session::decode_done() {
 
 Status Session::start(ThreadPool& pool, const std::vector<ChatMessage>& messages, const std::vector<ImageRGB>& images,
                       const GenerateOptions& options, const GenerateCallbacks& cb) {
+  return start(pool, messages, images, {}, options, cb);
+}
+
+Status Session::start(ThreadPool& pool, const std::vector<ChatMessage>& messages, const std::vector<ImageRGB>& images,
+                      const std::vector<std::shared_ptr<const PreprocessedVideo>>& videos,
+                      const GenerateOptions& options, const GenerateCallbacks& cb) {
   auto phase = [&](const char* p) {
     if (cb.progress) cb.progress(p);
   };
   phase("preprocess");
-  QVL_RETURN_IF_ERROR(prepare(messages, images, options));
+  QVL_RETURN_IF_ERROR(prepare(messages, images, videos, options));
   // Stopped from outside (keep_going): nothing more is computed; the session ends as cancelled.
   auto stopped = [&] {
     if (!cb.keep_going || cb.keep_going()) return false;

@@ -16,6 +16,7 @@
 #include "engine/stop.h"
 #include "model/mrope.h"
 #include "model/text.h"
+#include "model/video_processor.h"
 #include "model/vision.h"
 
 namespace qvl {
@@ -38,6 +39,10 @@ class Session {
   // cause (bad image, prompt over the context, bad options) comes back as a Status; the session is then done.
   Status prepare(const std::vector<ChatMessage>& messages, const std::vector<ImageRGB>& images,
                  const GenerateOptions& options);
+  // The same with videos (already sampled and preprocessed), in the order of the conversation's video parts:
+  // each frame group is a vision block of its own, encoded and cached like an image.
+  Status prepare(const std::vector<ChatMessage>& messages, const std::vector<ImageRGB>& images,
+                 const std::vector<std::shared_ptr<const PreprocessedVideo>>& videos, const GenerateOptions& options);
 
   Phase phase() const { return phase_; }
   bool done() const { return phase_ == Phase::kDone; }
@@ -70,6 +75,9 @@ class Session {
   // `callbacks.dump`), prefill in options.prefill_chunk slices (keep_going asked between them) ...
   Status start(ThreadPool& pool, const std::vector<ChatMessage>& messages, const std::vector<ImageRGB>& images,
                const GenerateOptions& options, const GenerateCallbacks& callbacks = {});
+  Status start(ThreadPool& pool, const std::vector<ChatMessage>& messages, const std::vector<ImageRGB>& images,
+               const std::vector<std::shared_ptr<const PreprocessedVideo>>& videos, const GenerateOptions& options,
+               const GenerateCallbacks& callbacks = {});
   // ... and sample + decode_row + forward.
   Step step(ThreadPool& pool);
 
@@ -101,9 +109,11 @@ class Session {
   std::vector<TokenKey> keys_;       // [n_prompt + generated fed]: what each cache position holds
   int64_t prefill_at_ = 0;           // prompt tokens in the cache
 
-  // The images: per image of the request, its key, its pad tokens' first prompt index, its encoding.
+  // The vision blocks in prompt order (an image, or a video's frame group): its key, its pad tokens' first
+  // prompt index, its encoding.
   struct ImageSlot {
     ImageKey key{};
+    int image_index = -1;  // an image: its index in the request's images (a frame group: -1)
     int64_t first_pad = 0, n_tokens = 0;
     std::shared_ptr<const PreprocessedImage> pixels;  // when it must be encoded
     std::shared_ptr<const EncodedImage> encoded;       // when known

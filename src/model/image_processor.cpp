@@ -180,11 +180,20 @@ ImageRGB resize_bicubic_antialias(const ImageRGB& src, int out_width, int out_he
 }
 
 PreprocessedImage patchify(const ImageRGB& resized, const ImageProcessorConfig& config) {
+  // One image = one frame, repeated temporal_patch_size times.
+  std::vector<const ImageRGB*> frames(static_cast<size_t>(config.temporal_patch_size), &resized);
+  return patchify_frames(frames, config);
+}
+
+PreprocessedImage patchify_frames(std::span<const ImageRGB* const> frames, const ImageProcessorConfig& config) {
   const int ps = config.patch_size, ms = config.merge_size, tp = config.temporal_patch_size;
+  QVL_CHECK(static_cast<int>(frames.size()) == tp);
+  const ImageRGB& resized = *frames[0];
   QVL_CHECK(resized.height % (ps * ms) == 0 && resized.width % (ps * ms) == 0);
+  for (const ImageRGB* f : frames) QVL_CHECK(f->width == resized.width && f->height == resized.height);
   PreprocessedImage out;
   out.resized = {resized.height, resized.width};
-  out.grid_t = 1;  // one image = one frame, repeated temporal_patch_size times
+  out.grid_t = 1;
   out.grid_h = resized.height / ps;
   out.grid_w = resized.width / ps;
   out.merge_size = ms;
@@ -208,9 +217,10 @@ PreprocessedImage patchify(const ImageRGB& resized, const ImageProcessorConfig& 
         for (int mw = 0; mw < ms; ++mw) {
           const int y0 = (bh * ms + mh) * ps, x0 = (bw * ms + mw) * ps;
           for (int c = 0; c < 3; ++c)
-            for (int t = 0; t < tp; ++t)  // every temporal slot holds the same frame
+            for (int t = 0; t < tp; ++t)
               for (int py = 0; py < ps; ++py) {
-                const uint8_t* src = &resized.pixels[(static_cast<size_t>(y0 + py) * resized.width + x0) * 3 + c];
+                const uint8_t* src =
+                    &frames[t]->pixels[(static_cast<size_t>(y0 + py) * resized.width + x0) * 3 + c];
                 for (int px = 0; px < ps; ++px) *dst++ = lut[c][src[px * 3]];
               }
         }

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -74,5 +75,8 @@ Result<ResizedSize> preprocess_size(const ImageRGB& image, const ImageProcessorC
 
 // The normalise + temporal duplication + patchify steps on an image already at its final size.
 PreprocessedImage patchify(const ImageRGB& resized, const ImageProcessorConfig& config);
+
+// The same for temporal_patch_size frames of one size (a video's frame group): frame t fills temporal slot t.
+PreprocessedImage patchify_frames(std::span<const ImageRGB* const> frames, const ImageProcessorConfig& config);
 
 }  // namespace qvl

@@ -34,6 +34,15 @@ Result<ChatTemplateKind> read_chat_template_kind(const std::string& dir) {
   return ChatTemplateKind::kInstruct;
 }
 
+namespace {
+// video_preprocessor_config.json when the directory has one, else Qwen3-VL's published one.
+Result<VideoProcessorConfig> load_video_config(const std::string& dir) {
+  if (std::filesystem::exists(std::filesystem::path(dir) / "video_preprocessor_config.json"))
+    return VideoProcessorConfig::load(dir);
+  return VideoProcessorConfig::qwen3_vl();
+}
+}  // namespace
+
 Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const WeightTypes& types, int threads) {
   if (is_gguf_model(dir)) return load_gguf(dir, types, threads);
   if (!std::filesystem::is_directory(dir))
@@ -48,6 +57,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const WeightT
   m->tokenizer_ = std::make_unique<Tokenizer>(std::move(tok));
   QVL_ASSIGN_OR_RETURN(m->chat_template_, read_chat_template_kind(dir));
   QVL_ASSIGN_OR_RETURN(m->image_config_, ImageProcessorConfig::load(dir));
+  QVL_ASSIGN_OR_RETURN(m->video_config_, load_video_config(dir));
   QVL_ASSIGN_OR_RETURN(m->weights_, SafetensorsModel::open(dir));
   QVL_RETURN_IF_ERROR(m->bind(dir, types, threads));
   return m;
@@ -89,6 +99,7 @@ Result<std::unique_ptr<Model>> Model::load_gguf(const std::string& path, const W
     QVL_ASSIGN_OR_RETURN(m->chat_template_, read_chat_template_kind(files));
   }
   QVL_ASSIGN_OR_RETURN(m->image_config_, ImageProcessorConfig::load(files));
+  QVL_ASSIGN_OR_RETURN(m->video_config_, load_video_config(files));
   m->weights_ = std::move(ck->weights);
   m->gguf_ = std::move(ck);
   QVL_RETURN_IF_ERROR(m->bind(path, types, threads));
@@ -117,6 +128,10 @@ Status Model::bind(const std::string& dir, const WeightTypes& types, int threads
       m->image_config_.merge_size != m->config_.vision.spatial_merge_size ||
       m->image_config_.temporal_patch_size != m->config_.vision.temporal_patch_size)
     return Status::Error(dir + ": preprocessor_config.json patch/merge/temporal sizes disagree with config.json");
+  if (m->video_config_.patch_size != m->config_.vision.patch_size ||
+      m->video_config_.merge_size != m->config_.vision.spatial_merge_size ||
+      m->video_config_.temporal_patch_size != m->config_.vision.temporal_patch_size)
+    return Status::Error(dir + ": video_preprocessor_config.json patch/merge/temporal sizes disagree with config.json");
   return Status::Ok();
 }
 

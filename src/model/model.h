@@ -14,6 +14,7 @@
 #include "model/gguf_checkpoint.h"
 #include "tokenizer/chat_format.h"
 #include "model/image_processor.h"
+#include "model/video_processor.h"
 #include "model/weights.h"
 #include "tokenizer/tokenizer.h"
 
@@ -47,6 +48,7 @@ class Model {
   // Instruct, or Thinking (reasoning in a <think> block the generation prompt opens).
   ChatTemplateKind chat_template() const { return chat_template_; }
   const ImageProcessorConfig& image_config() const { return image_config_; }
+  const VideoProcessorConfig& video_config() const { return video_config_; }
   const VisionW& vision() const { return vision_; }
   const TextW& text() const { return text_; }
   // The storage types in use (of a representative matrix).
@@ -76,6 +78,7 @@ class Model {
   std::unique_ptr<Tokenizer> tokenizer_;
   ChatTemplateKind chat_template_ = ChatTemplateKind::kInstruct;
   ImageProcessorConfig image_config_;
+  VideoProcessorConfig video_config_;
   SafetensorsModel weights_;
   VisionW vision_;
   TextW text_;

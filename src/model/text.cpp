@@ -148,7 +148,8 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
     for (int64_t i = 0; i < q.n; ++i) {
       QVL_CHECK(q.ids[i] >= 0 && q.ids[i] < V);
       const int64_t r = row0[s] + i;
-      if (has_visual && q.ids[i] == model.config().image_token_id) visual_rows[s].push_back(r);
+      if (has_visual && (q.ids[i] == model.config().image_token_id || q.ids[i] == model.config().video_token_id))
+        visual_rows[s].push_back(r);
       w.embed.row_to_f32(q.ids[i], &h[static_cast<size_t>(r * H)]);
     }
     if (has_visual) {

@@ -8,6 +8,10 @@ Per case it stores (npy, float32): the vision tower output (`visual.npy`) and ea
 (`deepstack_<j>.npy`), the hidden state after every text layer including the DeepStack addition
 (`layer_<i>.npy`), and in `case.json`: the prompt ids, image grids, per-position logit summaries (argmax,
 logsumexp over the whole vocabulary, the top-16 and 64 fixed ids with their values) and 32 greedy tokens.
+A video case (one_video) gives the processor the clip's frames decoded as qvl_reference.decode_video does, with
+its frame count and fps as metadata (fps sampling at the processor's default, 2 per second); its `visual.npy` and
+`deepstack_<j>.npy` are the video's features. case.json lists the videos (file, budgets, requested fps: null for
+the default) and their grids, empty for the other cases.
 """
 import json
 import sys
@@ -17,11 +21,14 @@ import numpy as np
 import torch
 from transformers import GenerationConfig, Qwen3VLForConditionalGeneration
 from transformers.image_utils import load_image
+from transformers.video_utils import VideoMetadata
 
 import qvl_reference as ref
 
 IMAGES = ref.DATA / "images"
+VIDEOS = ref.DATA / "videos"
 SMALL = {"shortest_edge": 4096, "longest_edge": 16384}  # 64x64 .. 128x128 px: a handful of image tokens
+VIDEO_SMALL = {"shortest_edge": 4096, "longest_edge": 65536}  # 4 frames of 64x48 -> 64x64: 2 groups of 4 tokens
 
 CASES = {
     "text_only": dict(messages=[{"role": "user", "content": "What is the capital of France? Answer briefly."}],
@@ -38,6 +45,9 @@ CASES = {
                                 {"role": "assistant", "content": "A colourful gradient."},
                                 {"role": "user", "content": [{"type": "text", "text": "Which colours?"}]}],
                       images=["gif_static_64x48.gif"]),
+    "one_video": dict(messages=[{"role": "user", "content": [{"type": "video"},
+                                                             {"type": "text", "text": "What happens in this clip?"}]}],
+                      images=[], videos=["h264_30fps_64x48.mp4"]),
 }
 N_GREEDY = 32
 FIXED_IDS = np.random.default_rng(7).choice(151936, size=64, replace=False).tolist()
@@ -57,7 +67,14 @@ def main():
     for name, case in cases.items():
         text = proc.apply_chat_template(case["messages"], add_generation_prompt=True, tokenize=False)
         images = [load_image(str(IMAGES / f)) for f in case["images"]] or None
-        enc = proc(text=[text], images=images, return_tensors="pt", images_kwargs={"size": SMALL})
+        videos = [ref.decode_video(VIDEOS / f) for f in case.get("videos", [])]
+        kw = {}
+        if videos:
+            # Metadata and budgets go inside videos_kwargs: transformers 4.57.1 drops a flat video_metadata= there.
+            kw = dict(videos=[v for v, _, _ in videos], videos_kwargs={
+                "size": dict(VIDEO_SMALL), "do_sample_frames": True,
+                "video_metadata": [VideoMetadata(total_num_frames=n, fps=fps) for _, n, fps in videos]})
+        enc = proc(text=[text], images=images, return_tensors="pt", images_kwargs={"size": SMALL}, **kw)
         captured = {}
         hooks = []
         # The hidden state after layer i (DeepStack included) is the input of layer i + 1, or of the final norm.
@@ -107,6 +124,9 @@ def main():
             "min_pixels": SMALL["shortest_edge"], "max_pixels": SMALL["longest_edge"],
             "input_ids": enc["input_ids"][0].tolist(),
             "image_grid_thw": enc["image_grid_thw"].tolist() if "image_grid_thw" in enc else [],
+            "videos": [{"file": "videos/" + f, "min_pixels": VIDEO_SMALL["shortest_edge"],
+                        "max_pixels": VIDEO_SMALL["longest_edge"], "fps": None} for f in case.get("videos", [])],
+            "video_grid_thw": enc["video_grid_thw"].tolist() if "video_grid_thw" in enc else [],
             "logits": summary, "greedy": greedy,
         }
         with open(d / "case.json", "w") as f:

@@ -1,0 +1,257 @@
+// Video preprocessing as transformers' Qwen3VLVideoProcessor (sampling, smart_resize over all frames,
+// per-frame antialiased bicubic, normalise, temporal pairs, patchify) and the processor's timestamps.
+#include "model/video_processor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "model/json_fields.h"
+#include "util/file.h"
+
+namespace qvl {
+
+Result<VideoProcessorConfig> VideoProcessorConfig::load(const std::string& path) {
+  std::string file = path;
+  if (std::filesystem::is_directory(path))
+    file = (std::filesystem::path(path) / "video_preprocessor_config.json").string();
+  QVL_ASSIGN_OR_RETURN(std::string text, read_file_text(file, 1 << 20));
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status::Error(file + ": not a JSON object");
+  VideoProcessorConfig c;
+  try {
+    QVL_RETURN_IF_ERROR(read_int_field(j, "patch_size", c.patch_size, file));
+    QVL_RETURN_IF_ERROR(read_int_field(j, "temporal_patch_size", c.temporal_patch_size, file));
+    QVL_RETURN_IF_ERROR(read_int_field(j, "merge_size", c.merge_size, file));
+    if (j.contains("size")) {
+      QVL_RETURN_IF_ERROR(read_int_field(j["size"], "shortest_edge", c.min_pixels, file + ": size"));
+      QVL_RETURN_IF_ERROR(read_int_field(j["size"], "longest_edge", c.max_pixels, file + ": size"));
+    }
+    QVL_RETURN_IF_ERROR(read_int_field(j, "min_frames", c.min_frames, file));
+    QVL_RETURN_IF_ERROR(read_int_field(j, "max_frames", c.max_frames, file));
+    if (j.contains("fps") && !j["fps"].is_null()) c.fps = j["fps"].get<double>();
+    if (j.contains("image_mean")) c.image_mean = j["image_mean"].get<std::array<float, 3>>();
+    if (j.contains("image_std")) c.image_std = j["image_std"].get<std::array<float, 3>>();
+    c.rescale_factor = j.value("rescale_factor", c.rescale_factor);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Error(file + ": unexpected field type: " + e.what());
+  }
+  if (c.patch_size <= 0 || c.merge_size <= 0 || c.temporal_patch_size <= 0 || c.min_pixels <= 0 ||
+      c.max_pixels < c.min_pixels || !(c.fps > 0) || c.min_frames <= 0 || c.max_frames < c.min_frames)
+    return Status::Error(file + ": sizes, pixel bounds, fps and frame bounds must be positive, min <= max");
+  return c;
+}
+
+VideoProcessorConfig VideoProcessorConfig::qwen3_vl() {
+  VideoProcessorConfig c;
+  c.min_pixels = 4096;
+  c.max_pixels = 25165824;
+  return c;
+}
+
+ImageProcessorConfig VideoProcessorConfig::as_image_config() const {
+  ImageProcessorConfig c;
+  c.patch_size = patch_size;
+  c.temporal_patch_size = temporal_patch_size;
+  c.merge_size = merge_size;
+  c.min_pixels = min_pixels;
+  c.max_pixels = max_pixels;
+  c.image_mean = image_mean;
+  c.image_std = image_std;
+  c.rescale_factor = rescale_factor;
+  return c;
+}
+
+Result<std::vector<int64_t>> sample_frame_indices(int64_t total, double video_fps, double fps, int min_frames,
+                                                  int max_frames) {
+  if (total <= 0) return Status::Error("video has no frames");
+  if (!(video_fps > 0) || !(fps > 0) || !std::isfinite(fps))
+    return Status::Error("frame rates must be positive (video " + std::to_string(video_fps) + ", sampling " +
+                         std::to_string(fps) + ")");
+  // num_frames = int(total_num_frames / metadata.fps * fps)
+  const double want = static_cast<double>(total) / video_fps * fps;
+  int64_t num = want >= 9e18 ? INT64_MAX : static_cast<int64_t>(want);
+  // num_frames = min(min(max(num_frames, self.min_frames), self.max_frames), total_num_frames)
+  num = std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(num, min_frames), max_frames), total);
+  // np.linspace(0, total - 1, num).round().astype(int): y = i * step, the last exactly total - 1.
+  std::vector<int64_t> idx(static_cast<size_t>(num));
+  const double stop = static_cast<double>(total - 1);
+  const int64_t div = num - 1;
+  const double step = div > 0 ? stop / static_cast<double>(div) : 0.0;
+  for (int64_t i = 0; i < num; ++i) {
+    double y;
+    if (div <= 0) y = static_cast<double>(i) * stop;  // num == 1: [0]
+    else if (step == 0) y = static_cast<double>(i) / static_cast<double>(div) * stop;
+    else y = static_cast<double>(i) * step;
+    if (div > 0 && i == num - 1) y = stop;
+    idx[static_cast<size_t>(i)] = static_cast<int64_t>(std::nearbyint(y));
+  }
+  return idx;
+}
+
+Result<ResizedSize> smart_resize_video(int64_t num_frames, int64_t height, int64_t width, int temporal_factor,
+                                       int factor, int64_t min_pixels, int64_t max_pixels) {
+  if (num_frames < temporal_factor)
+    return Status::Error("a video needs at least " + std::to_string(temporal_factor) + " sampled frames, got " +
+                         std::to_string(num_frames) + " (send a still picture as an image)");
+  if (height < factor || width < factor)
+    return Status::Error("video frames are " + std::to_string(width) + "x" + std::to_string(height) +
+                         "; both sides must be at least " + std::to_string(factor) + " pixels");
+  const double h = static_cast<double>(height), w = static_cast<double>(width), f = factor;
+  if (std::max(h, w) / std::min(h, w) > 200)
+    return Status::Error("video frames are " + std::to_string(width) + "x" + std::to_string(height) +
+                         ": aspect ratio over 200:1, which the model cannot take");
+  int64_t h_bar = static_cast<int64_t>(std::nearbyint(h / f)) * factor;
+  int64_t w_bar = static_cast<int64_t>(std::nearbyint(w / f)) * factor;
+  const int64_t t_bar =
+      static_cast<int64_t>(std::nearbyint(static_cast<double>(num_frames) / temporal_factor)) * temporal_factor;
+  const double thw = static_cast<double>(num_frames) * h * w;  // num_frames * height * width, exact below 2^53
+  const int64_t volume = t_bar * h_bar * w_bar;                 // Python's exact integer product
+  if (volume > max_pixels) {
+    const double beta = std::sqrt(thw / static_cast<double>(max_pixels));
+    h_bar = std::max<int64_t>(factor, static_cast<int64_t>(std::floor(h / beta / f)) * factor);
+    w_bar = std::max<int64_t>(factor, static_cast<int64_t>(std::floor(w / beta / f)) * factor);
+  } else if (volume < min_pixels) {
+    const double beta = std::sqrt(static_cast<double>(min_pixels) / thw);
+    h_bar = static_cast<int64_t>(std::ceil(h * beta / f)) * factor;
+    w_bar = static_cast<int64_t>(std::ceil(w * beta / f)) * factor;
+  }
+  if (h_bar > (int64_t{1} << 16) || w_bar > (int64_t{1} << 16))
+    return Status::Error("video frames would be resized to " + std::to_string(w_bar) + "x" + std::to_string(h_bar) +
+                         ", over 65536 pixels a side");
+  return ResizedSize{static_cast<int>(h_bar), static_cast<int>(w_bar)};
+}
+
+std::vector<std::string> frame_group_timestamps(const std::vector<int64_t>& indices_in, double video_fps, int merge) {
+  std::vector<int64_t> idx = indices_in;
+  if (merge <= 0 || idx.empty()) return {};
+  while (idx.size() % static_cast<size_t>(merge) != 0) idx.push_back(idx.back());
+  std::vector<std::string> out;
+  for (size_t i = 0; i < idx.size(); i += static_cast<size_t>(merge)) {
+    const double a = static_cast<double>(idx[i]) / video_fps;
+    const double b = static_cast<double>(idx[i + static_cast<size_t>(merge) - 1]) / video_fps;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "<%.1f seconds>", (a + b) / 2);
+    out.emplace_back(buf);
+  }
+  return out;
+}
+
+int64_t VideoPlan::tokens() const {
+  // grid_h and grid_w are multiples of the merge size; 4 = merge_size^2 for every Qwen3-VL.
+  return static_cast<int64_t>(grid_t) * grid_h * grid_w / 4;
+}
+
+namespace {
+
+struct Resolved {
+  double fps;
+  int64_t min_px, max_px;
+  int min_frames, max_frames;
+};
+
+Result<Resolved> resolve(const VideoProcessorConfig& c, const VideoOptions& o) {
+  Resolved r{o.fps > 0 ? o.fps : c.fps, o.min_pixels > 0 ? o.min_pixels : c.min_pixels,
+             o.max_pixels > 0 ? o.max_pixels : c.max_pixels, o.min_frames > 0 ? o.min_frames : c.min_frames,
+             o.max_frames > 0 ? o.max_frames : c.max_frames};
+  if (o.fps == 0 || (o.fps > 0 && !(o.fps <= 1000)))
+    return Status::Error("fps must be in (0, 1000], got " + std::to_string(o.fps));
+  if (r.min_px > r.max_px)
+    return Status::Error("min_pixels " + std::to_string(r.min_px) + " is larger than max_pixels " +
+                         std::to_string(r.max_px));
+  if (r.min_frames > r.max_frames)
+    return Status::Error("min_frames " + std::to_string(r.min_frames) + " is larger than max_frames " +
+                         std::to_string(r.max_frames));
+  return r;
+}
+
+// Resizes the sampled frames, pads them to whole groups and patchifies each group.
+Result<PreprocessedVideo> finish(std::vector<ImageRGB>&& resized, std::vector<int64_t> indices, double video_fps,
+                                 ResizedSize size, const VideoProcessorConfig& config) {
+  const ImageProcessorConfig ic = config.as_image_config();
+  const int tp = config.temporal_patch_size;
+  PreprocessedVideo v;
+  v.resized = size;
+  v.video_fps = video_fps;
+  v.timestamps = frame_group_timestamps(indices, video_fps, config.merge_size);
+  v.indices = std::move(indices);
+  // if patches.shape[1] % temporal_patch_size != 0: repeat the last frame
+  while (resized.size() % static_cast<size_t>(tp) != 0) resized.push_back(resized.back());
+  v.grid_t = static_cast<int>(resized.size()) / tp;
+  v.grid_h = size.height / config.patch_size;
+  v.grid_w = size.width / config.patch_size;
+  std::vector<const ImageRGB*> group(static_cast<size_t>(tp));
+  for (int g = 0; g < v.grid_t; ++g) {
+    for (int t = 0; t < tp; ++t) group[static_cast<size_t>(t)] = &resized[static_cast<size_t>(g * tp + t)];
+    v.groups.push_back(patchify_frames(group, ic));
+  }
+  // One timestamp per group: the processor pads the indices by merge_size, the frames by temporal_patch_size;
+  // for Qwen3-VL both are 2.
+  if (v.timestamps.size() != v.groups.size())
+    return Status::Error("video config: merge_size " + std::to_string(config.merge_size) +
+                         " and temporal_patch_size " + std::to_string(tp) + " differ; timestamps do not match groups");
+  return v;
+}
+
+}  // namespace
+
+Result<VideoPlan> plan_video(const VideoInfo& info, const VideoProcessorConfig& config, const VideoOptions& options) {
+  QVL_ASSIGN_OR_RETURN(Resolved r, resolve(config, options));
+  VideoPlan p;
+  p.info = info;
+  QVL_ASSIGN_OR_RETURN(p.indices, sample_frame_indices(info.total_frames, info.fps, r.fps, r.min_frames, r.max_frames));
+  QVL_ASSIGN_OR_RETURN(p.resized, smart_resize_video(static_cast<int64_t>(p.indices.size()), info.height, info.width,
+                                                     config.temporal_patch_size, config.factor(), r.min_px, r.max_px));
+  const int tp = config.temporal_patch_size;
+  p.grid_t = static_cast<int>((p.indices.size() + static_cast<size_t>(tp) - 1) / static_cast<size_t>(tp));
+  p.grid_h = p.resized.height / config.patch_size;
+  p.grid_w = p.resized.width / config.patch_size;
+  if (options.max_tokens >= 0 && p.tokens() > options.max_tokens)
+    return Status::Error("the video would take " + std::to_string(p.tokens()) + " prompt tokens (" +
+                         std::to_string(p.grid_t) + " frame groups at " + std::to_string(p.resized.width) + "x" +
+                         std::to_string(p.resized.height) + "), over the " + std::to_string(options.max_tokens) +
+                         " left in the context; lower fps or max_pixels, or raise the context");
+  return p;
+}
+
+Result<PreprocessedVideo> preprocess_video_frames(const std::vector<ImageRGB>& all_frames, double video_fps,
+                                                  const VideoProcessorConfig& config, const VideoOptions& options) {
+  if (all_frames.empty()) return Status::Error("video has no frames");
+  VideoInfo info;
+  info.width = info.stored_width = all_frames[0].width;
+  info.height = info.stored_height = all_frames[0].height;
+  info.total_frames = static_cast<int64_t>(all_frames.size());
+  info.fps = video_fps;
+  QVL_ASSIGN_OR_RETURN(VideoPlan p, plan_video(info, config, options));
+  std::vector<ImageRGB> resized;
+  for (int64_t i : p.indices) {
+    const ImageRGB& f = all_frames[static_cast<size_t>(i)];
+    if (f.width != info.width || f.height != info.height) return Status::Error("video frames differ in size");
+    resized.push_back(resize_bicubic_antialias(f, p.resized.width, p.resized.height));
+  }
+  return finish(std::move(resized), std::move(p.indices), video_fps, p.resized, config);
+}
+
+Result<PreprocessedVideo> preprocess_video_file(std::span<const uint8_t> bytes, const VideoProcessorConfig& config,
+                                                const VideoOptions& options, const VideoDecodeLimits& limits_in) {
+  VideoDecodeLimits limits = limits_in;
+  VideoPlan plan;
+  std::vector<ImageRGB> resized;
+  limits.select = [&](const VideoInfo& info) -> Result<std::vector<int64_t>> {
+    QVL_ASSIGN_OR_RETURN(plan, plan_video(info, config, options));
+    resized.reserve(plan.indices.size());
+    return plan.indices;
+  };
+  limits.on_frame = [&](size_t, ImageRGB&& frame) -> Status {
+    resized.push_back(resize_bicubic_antialias(frame, plan.resized.width, plan.resized.height));
+    return Status::Ok();
+  };
+  QVL_ASSIGN_OR_RETURN(DecodedVideo decoded, decode_video(bytes, limits));
+  if (resized.size() != plan.indices.size()) return Status::Error("video decoding lost frames");
+  return finish(std::move(resized), std::move(plan.indices), decoded.info.fps, plan.resized, config);
+}
+
+}  // namespace qvl
