@@ -1,4 +1,4 @@
-// `qvl run --model DIR [--image FILE ...] -p TEXT [-n N] [--temp T] [--seed S] ...`: answers one prompt in
+// `qvl run --model DIR [--image FILE ...] [--video FILE ...] -p TEXT [-n N] [--temp T] [--seed S] ...`: answers one prompt in
 // the terminal, streaming the text to stdout and the progress and timings to stderr.
 #include <chrono>
 #include <cstdio>
@@ -23,7 +23,7 @@ double now_ms() {
 }  // namespace
 
 int cmd_run(const Args& args) {
-  CommandLine cli("run", "Answers a prompt about images in the terminal: the text streams to stdout, progress and "
+  CommandLine cli("run", "Answers a prompt about images and videos in the terminal: the text streams to stdout, progress and "
                          "timings go to stderr.");
   std::string model_dir, prompt, system, dump_dir;
   std::vector<std::string> image_paths;
@@ -49,6 +49,8 @@ int cmd_run(const Args& args) {
   add_image_size_options(cli, opts.image.min_pixels, opts.image.max_pixels);
   ImageDecodeLimits decode;
   add_image_page_option(cli, decode.page);
+  VideoArgs video;
+  add_video_options(cli, video);
   cli.add_option("--dump", dump_dir, "write every named intermediate as .npy, and generated_ids.json, into DIR")
       ->type_name("DIR");
   if (auto rc = cli.parse_args(args)) return *rc;
@@ -67,6 +69,16 @@ int cmd_run(const Args& args) {
     auto img = load_image_file(path, decode);
     if (!img.ok()) return fail(cmd, img.status().message());
     images.push_back(std::move(img).value());
+  }
+  // Videos: read and probed before the model loads (a bad file fails first), decoded after (the model's
+  // video_preprocessor_config.json decides the sampling and size).
+  std::vector<std::vector<uint8_t>> video_files;
+  for (const std::string& path : video.files) {
+    auto bytes = read_file_bytes(path, uint64_t{8} << 30);
+    if (!bytes.ok()) return fail(cmd, bytes.status().message());
+    auto info = probe_video(*bytes);
+    if (!info.ok()) return fail(cmd, path + ": " + info.status().message());
+    video_files.push_back(std::move(bytes).value());
   }
 
   std::fprintf(stderr, "loading %s ...\n", model_dir.c_str());
@@ -93,7 +105,18 @@ int cmd_run(const Args& args) {
     s.content_string = system;
     messages.push_back(s);
   }
-  messages.push_back(user_message(images.size(), prompt));
+  messages.push_back(user_message(images.size(), video_files.size(), prompt));
+  std::vector<std::shared_ptr<const PreprocessedVideo>> videos;
+  video.options.max_tokens = opts.context;
+  for (size_t k = 0; k < video_files.size(); ++k) {
+    const double t0 = now_ms();
+    auto v = preprocess_video_file(video_files[k], (*model)->video_config(), video.options);
+    if (!v.ok()) return fail(cmd, video.files[k] + ": " + v.status().message());
+    std::fprintf(stderr, "%s: %zu frames sampled at %.2f fps of video, %d groups of %d tokens at %dx%d (%.0f ms)\n",
+                 video.files[k].c_str(), v->indices.size(), v->video_fps, v->grid_t, v->tokens_per_group(),
+                 v->resized.width, v->resized.height, now_ms() - t0);
+    videos.push_back(std::make_shared<const PreprocessedVideo>(std::move(v).value()));
+  }
 
   DumpFn dump_fn;
   if (!dump_dir.empty()) {
@@ -115,7 +138,8 @@ int cmd_run(const Args& args) {
   }
   GenerateCallbacks cb;
   cb.progress = [&](const char* phase) {
-    if (std::string(phase) == "vision") std::fprintf(stderr, "encoding %zu image(s) ...\n", images.size());
+    if (std::string(phase) == "vision")
+      std::fprintf(stderr, "encoding %zu image(s) and %zu video(s) ...\n", images.size(), videos.size());
     if (std::string(phase) == "prefill") std::fprintf(stderr, "reading the prompt ...\n");
   };
   cb.on_text = [](std::string_view piece) {
@@ -124,7 +148,7 @@ int cmd_run(const Args& args) {
     return true;
   };
   if (!dump_dir.empty()) cb.dump = &dump_fn;
-  auto r = generate(**model, pool, messages, images, opts, cb);
+  auto r = generate(**model, pool, messages, images, videos, opts, cb);
   if (!r.ok()) return fail(cmd, r.status().message());
   std::printf("\n");
   if (!dump_dir.empty()) {
@@ -136,9 +160,9 @@ int cmd_run(const Args& args) {
   }
   const GenerateTimings& t = r->timings;
   std::fprintf(stderr,
-               "\nload %.0f ms | preprocess %.0f ms | image encode %.0f ms (%d image tokens) | prefill %.0f ms "
+               "\nload %.0f ms | preprocess %.0f ms | image encode %.0f ms (%d image tokens, %d video tokens) | prefill %.0f ms "
                "(%d tokens, %.1f tok/s) | first token %.0f ms | decode %d tokens in %.0f ms (%.2f tok/s) | %s\n",
-               load_ms, t.preprocess_ms, t.vision_ms, t.image_tokens, t.prefill_ms, t.prompt_tokens,
+               load_ms, t.preprocess_ms, t.vision_ms, t.image_tokens, t.video_tokens, t.prefill_ms, t.prompt_tokens,
                t.prefill_ms > 0 ? t.prompt_tokens / (t.prefill_ms / 1000) : 0.0, t.ttft_ms, t.generated_tokens,
                t.decode_ms, t.decode_ms > 0 ? t.generated_tokens / (t.decode_ms / 1000) : 0.0,
                finish_reason_name(r->finish));

@@ -115,7 +115,7 @@ int cmd_serve(const std::vector<std::string>& args) {
       ->type_name("NAME")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->allow_extra_args(false);
   cli.add_option("--max-connections", o.max_connections, "connections open at once; more get 503")->type_name("N")
       ->check(integer_in(1, 100000))->default_str(std::to_string(o.max_connections));
-  cli.add_option("--image-dir", o.image_dir, "allow requests to name local image files inside DIR")->type_name("DIR");
+  cli.add_option("--image-dir,--media-dir", o.image_dir, "allow requests to name local image and video files inside DIR")->type_name("DIR");
   cli.add_option("--max-body", o.max_body, "largest request body in bytes (after decompression)")->type_name("BYTES")
       ->check(integer_in(1024, 1ll << 34))->default_str(std::to_string(o.max_body));
   cli.add_option("--shutdown-grace", grace, "on SIGTERM/SIGINT, time given to running requests")->check(seconds_in(1e7))

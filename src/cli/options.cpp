@@ -264,6 +264,33 @@ void add_image_page_option(CLI::App& app, int& page) {
       ->default_str("0");
 }
 
+// ---- Video ---------------------------------------------------------------------------------------------------
+
+void add_video_options(CLI::App& app, VideoArgs& args) {
+  app.add_option("--video", args.files,
+                 "a video file (MP4/MOV, MKV/WebM, AVI, MPEG-TS, animated GIF or WebP); repeat for several, in order")
+      ->type_name("FILE")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--fps", args.options.fps, "video frames sampled per second")
+      ->type_name("F")
+      ->check(CLI::Range(0.01, 1000.0))
+      ->default_str("the model's video_preprocessor_config.json (2)");
+  app.add_option("--video-min-pixels", args.options.min_pixels, "videos with fewer pixels (all sampled frames) are scaled up")
+      ->type_name("N")
+      ->check(integer_in(1, 1ll << 40))
+      ->default_str("the model's video_preprocessor_config.json");
+  app.add_option("--video-max-pixels", args.options.max_pixels,
+                 "videos with more pixels (all sampled frames together) are scaled down")
+      ->type_name("N")
+      ->check(integer_in(1, 1ll << 40))
+      ->default_str("the model's video_preprocessor_config.json");
+  app.add_option("--max-frames", args.options.max_frames, "at most this many frames sampled from a video")
+      ->type_name("N")
+      ->check(integer_in(2, 100000))
+      ->default_str("768");
+}
+
 // ---- Prompt --------------------------------------------------------------------------------------------------
 
 CLI::Option* add_image_option(CLI::App& app, std::vector<std::string>& images) {

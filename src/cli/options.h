@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "engine/generate.h"
+#include "model/video_processor.h"
 #include "engine/sampler.h"
 #include "model/convert.h"
 #include "model/kv_type.h"
@@ -90,6 +91,14 @@ struct JsonOutputArgs {
   Status apply_to(GenerateOptions& options) const;
 };
 void add_json_output_options(CLI::App& app, JsonOutputArgs& args);
+
+// ---- Video: --video FILE (repeatable), --fps F, --video-min-pixels N, --video-max-pixels N, --max-frames N ------
+// Pixel bounds count all sampled frames together, as video_preprocessor_config.json's do.
+struct VideoArgs {
+  std::vector<std::string> files;
+  VideoOptions options;
+};
+void add_video_options(CLI::App& app, VideoArgs& args);
 
 // ---- Per-image resolution: --detail and --resized, one value per --image in order (one value: every image) --
 // As an image part's fields in the API: detail low | high | auto (low: the model's smallest budget),

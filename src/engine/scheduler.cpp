@@ -286,7 +286,7 @@ void Scheduler::admit(std::shared_ptr<Job> job) {
   Status s;
   try {
     const InferenceRequest& r = job->request_;
-    s = session->prepare(r.messages, r.images, r.options);
+    s = session->prepare(r.messages, r.images, r.videos, r.options);
   } catch (const std::exception& e) {
     return finish_job(*job, JobError::kInternal, std::string("the engine failed: ") + e.what(), {});
   }

@@ -30,6 +30,7 @@ struct InferenceRequest {
   std::vector<ImageRGB> images;
   GenerateOptions options;
   double timeout_s = 0;  // 0: none; counted from submission, queueing included
+  std::vector<std::shared_ptr<const PreprocessedVideo>> videos;  // sampled and preprocessed, in prompt order
 };
 
 enum class JobError {

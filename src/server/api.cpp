@@ -278,7 +278,8 @@ ImageBudget image_budget(const ApiContext& ctx, const GenerateOptions& options) 
 std::optional<ApiError> make_inference_request(const ApiContext& ctx,
                                                const std::vector<std::pair<std::string, std::string>>& images,
                                                std::vector<ChatMessage> messages, GenerateOptions options,
-                                               InferenceRequest& out, const std::vector<int>& pages) {
+                                               InferenceRequest& out, const std::vector<int>& pages,
+                                               const std::vector<VideoRef>& videos) {
   ImageBudget budget = image_budget(ctx, options);
   const Model* model = ctx.scheduler.model();
   const ImageProcessorConfig pc = model ? model->image_config() : ImageProcessorConfig{};
@@ -291,6 +292,20 @@ std::optional<ApiError> make_inference_request(const ApiContext& ctx,
     auto img = load_request_image(ref, ctx.images, where, &budget);
     if (!img.ok()) return ApiError{400, img.status().message(), "invalid_image", where};
     out.images.push_back(std::move(img).value());
+  }
+  int64_t video_tokens = 0;
+  for (const VideoRef& v : videos) {
+    if (!model) return ApiError{503, "the model is still loading; retry in a few seconds (GET /health says when it is ready)", "loading", "", 5};
+    if (!video_supported())
+      return ApiError{400, v.where + ": this server was built without video support (FFmpeg)", "invalid_video", v.where};
+    auto bytes = load_request_video_bytes(v.ref, ctx.images, v.where);
+    if (!bytes.ok()) return ApiError{400, bytes.status().message(), "invalid_video", v.where};
+    VideoOptions vo = v.options;
+    vo.max_tokens = std::max<int64_t>(0, options.context - budget.tokens() - video_tokens);
+    auto pre = preprocess_video_file(*bytes, model->video_config(), vo, ctx.images.video_limits);
+    if (!pre.ok()) return ApiError{400, v.where + ": " + pre.status().message(), "invalid_video", v.where};
+    video_tokens += static_cast<int64_t>(pre->grid_t) * pre->tokens_per_group();
+    out.videos.push_back(std::make_shared<const PreprocessedVideo>(std::move(pre).value()));
   }
   out.messages = std::move(messages);
   out.options = std::move(options);

@@ -117,10 +117,13 @@ ImageBudget image_budget(const ApiContext& ctx, const GenerateOptions& options);
 // The engine request for one parsed chat request: its images ((reference, where) in prompt order) loaded
 // under the server's image policy, and the server's timeout. A bad image is a 400 naming where it is.
 // pages[k], where given: the page of a multi-page file (TIFF) image k is read from.
+// videos: read, probed against the decode limits, sampled and preprocessed here (their tokens bounded by what
+// the context has left after the images); a bad video is a 400 naming where it is.
 std::optional<ApiError> make_inference_request(const ApiContext& ctx,
                                                const std::vector<std::pair<std::string, std::string>>& images,
                                                std::vector<ChatMessage> messages, GenerateOptions options,
-                                               InferenceRequest& out, const std::vector<int>& pages = {});
+                                               InferenceRequest& out, const std::vector<int>& pages = {},
+                                               const std::vector<VideoRef>& videos = {});
 
 // Submits the request and waits, checking the client every 100 ms, until the model has read the prompt.
 // So a request the engine refuses (a prompt over the context) gets a 4xx even when it asked to stream.

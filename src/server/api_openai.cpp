@@ -36,6 +36,11 @@ json timings_json(const JobUpdate& u) {
   j["prompt_per_second"] = per_second(t.prompt_tokens - t.cached_tokens, t.prefill_ms);
   j["images_cached"] = t.cached_images;
   j["image_tokens"] = t.image_tokens;
+  if (t.videos > 0) {
+    j["videos"] = t.videos;
+    j["video_frames"] = t.video_frames;
+    j["video_tokens"] = t.video_tokens;
+  }
   j["image_ms"] = t.preprocess_ms + t.vision_ms;
   j["predicted_n"] = t.generated_tokens;
   j["predicted_ms"] = t.decode_ms;
@@ -90,7 +95,7 @@ void chat_completions(ApiContext& ctx, const http::Request& req, http::Response&
   const bool thinking = chat_template(ctx) == ChatTemplateKind::kThinking, show = *reasoning;
 
   InferenceRequest ir;
-  if (auto e = make_inference_request(ctx, r.images, std::move(r.messages), std::move(r.options), ir, r.pages)) return fail(*e);
+  if (auto e = make_inference_request(ctx, r.images, std::move(r.messages), std::move(r.options), ir, r.pages, r.videos)) return fail(*e);
 
   const std::string model = r.model.empty() ? ctx.options.model_id : r.model;
   const std::string id = random_id("chatcmpl-");

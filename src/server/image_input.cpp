@@ -243,4 +243,59 @@ Result<ImageRGB> load_request_image(std::string_view ref_in, const ImagePolicy& 
   return decode_bytes(*bytes);
 }
 
+bool base64_is_video(std::string_view b64) {
+  std::string head;
+  for (char c : trim(b64)) {
+    if (std::isspace(static_cast<unsigned char>(c))) continue;
+    head += c;
+    if (head.size() >= 512) break;
+  }
+  head.resize(head.size() / 4 * 4);
+  auto bytes = base64_decode(head);
+  return bytes.ok() && looks_like_video(*bytes);
+}
+
+Result<std::vector<uint8_t>> load_request_video_bytes(std::string_view ref_in, const ImagePolicy& policy,
+                                                      const std::string& where) {
+  const std::string_view ref = trim(ref_in);
+  if (ref.empty()) return Status::Error(where + ": empty video; expected a data: URI or base64 video data");
+  if (starts_with_ci(ref, "data:")) {
+    const size_t comma = ref.find(',');
+    if (comma == std::string_view::npos)
+      return Status::Error(where + ": a data: URI without ','; expected data:video/mp4;base64,<data>");
+    const std::string_view header = ref.substr(5, comma - 5);
+    if (header.size() < 7 || !starts_with_ci(header.substr(header.size() - 7), ";base64"))
+      return Status::Error(where + ": only base64 data: URIs are supported (got " + quote(ref.substr(0, comma + 1)) +
+                           "); expected data:video/mp4;base64,<data>");
+    auto bytes = base64_decode(ref.substr(comma + 1));
+    if (!bytes.ok()) return bytes.status().with_context(where);
+    return bytes;
+  }
+  if (starts_with_ci(ref, "http://") || starts_with_ci(ref, "https://"))
+    return Status::Error(where + ": video URLs are not fetched (got " + quote(ref) +
+                         "); send the video inline as a data: URI (data:video/mp4;base64,...) or as base64");
+  std::string_view path = ref;
+  bool is_path = false;
+  if (starts_with_ci(ref, "file://")) {
+    path = ref.substr(7);
+    is_path = true;
+  }
+  if (!is_path) {
+    const bool path_like = ref.size() <= 4096 && ref.find('\n') == std::string_view::npos;
+    if (!path_like || base64_is_video(ref)) {
+      auto bytes = base64_decode(ref);
+      if (!bytes.ok()) return bytes.status().with_context(where);
+      return bytes;
+    }
+    if (policy.image_dir.empty())
+      return Status::Error(where + ": " + quote(ref) + " is not base64 video data, and local paths are not allowed "
+                           "(start the server with --media-dir DIR to read files from DIR)");
+  }
+  auto file = resolve_image_path(path, policy);
+  if (!file.ok()) return file.status().with_context(where);
+  auto bytes = read_file_bytes(*file, policy.max_video_file_bytes);
+  if (!bytes.ok()) return Status::Error(where + ": cannot read video " + quote(path) + ": " + bytes.status().message());
+  return bytes;
+}
+
 }  // namespace qvl::server

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "io/image.h"
+#include "io/video.h"
+#include "model/video_processor.h"
 #include "util/status.h"
 
 namespace qvl::server {
@@ -15,6 +17,8 @@ namespace qvl::server {
 struct ImagePolicy {
   std::string image_dir;       // canonical directory local paths must resolve into; empty: local paths refused
   uint64_t max_file_bytes = 64u << 20;
+  uint64_t max_video_file_bytes = uint64_t{1} << 30;  // a video read from a local path
+  VideoDecodeLimits video_limits;  // frame size, duration and frame count checked before decoding
   ImageDecodeLimits limits;    // jpeg_reduce_factor 2: JPEGs far over the model's size decode at 1/2..1/8
 };
 
@@ -64,5 +68,21 @@ Result<ImageRGB> load_request_image(std::string_view ref, const ImagePolicy& pol
 // Decodes image bytes already received (a multipart upload).
 Result<ImageRGB> decode_request_image(std::string_view bytes, const ImagePolicy& policy, const std::string& where,
                                       ImageBudget* budget = nullptr);
+
+// A video named in a request: its reference, where it is in the request (for errors), and its own sampling.
+struct VideoRef {
+  std::string ref;
+  std::string where;
+  VideoOptions options;
+};
+
+// The bytes of one video reference: "data:video/mp4;base64,...", bare base64, "file:///..." or a local path
+// inside policy.image_dir (--media-dir); http(s) URLs are refused, never fetched. Not decoded here.
+Result<std::vector<uint8_t>> load_request_video_bytes(std::string_view ref, const ImagePolicy& policy,
+                                                      const std::string& where);
+
+// Whether base64 text starts with a video container's bytes (an Ollama "images" entry may carry a clip):
+// only the first few hundred characters are decoded.
+bool base64_is_video(std::string_view b64);
 
 }  // namespace qvl::server

@@ -75,17 +75,24 @@ Status parse_common(const json& body, OllamaRequest& r) {
   return parse_options(body, r);
 }
 
-// "images": a list of base64 strings (the ollama client encodes files and bytes this way).
-Status read_images(const json& obj, const std::string& where, OllamaRequest& r, size_t& count) {
-  count = 0;
+// "images": a list of base64 strings (the ollama client encodes files and bytes this way). An entry that
+// is a video container becomes a video part. kinds: each entry's part, in order.
+Status read_images(const json& obj, const std::string& where, OllamaRequest& r, std::vector<ContentPart::Kind>& kinds) {
+  kinds.clear();
   auto it = obj.find("images");
   if (it == obj.end() || it->is_null()) return Status::Ok();
   if (!it->is_array()) return Status::Error(where + ".images: expected a list of base64 strings");
   for (size_t k = 0; k < it->size(); ++k) {
     const std::string w = where + ".images[" + std::to_string(k) + "]";
     if (!(*it)[k].is_string()) return Status::Error(w + ": expected a base64 string, got " + (*it)[k].type_name());
-    r.images.emplace_back((*it)[k].get<std::string>(), w);
-    ++count;
+    const std::string& data = (*it)[k].get_ref<const std::string&>();
+    if (base64_is_video(data)) {
+      r.videos.push_back(VideoRef{data, w, {}});
+      kinds.push_back(ContentPart::Kind::kVideo);
+    } else {
+      r.images.emplace_back(data, w);
+      kinds.push_back(ContentPart::Kind::kImage);
+    }
   }
   return Status::Ok();
 }
@@ -98,13 +105,15 @@ Result<json> to_template_message(const json& m, const std::string& where, Ollama
   out["role"] = m.contains("role") ? m["role"] : json();
   std::string content;
   QVL_RETURN_IF_ERROR(read_string(m, "content", content, where));
-  size_t n_images = 0;
-  const size_t before = r.images.size();
-  QVL_RETURN_IF_ERROR(read_images(m, where, r, n_images));
+  std::vector<ContentPart::Kind> kinds;
+  const size_t before = r.images.size(), before_videos = r.videos.size();
+  QVL_RETURN_IF_ERROR(read_images(m, where, r, kinds));
+  size_t n_images = kinds.size();
   // Images of system and assistant messages are dropped, as the chat template drops them.
   const bool shown = out["role"] == "user" || out["role"] == "tool";
   if (n_images > 0 && !shown) {
     r.images.resize(before);
+    r.videos.resize(before_videos);
     r.warnings.push_back(where + ".images: " + std::to_string(n_images) + " image(s) in a " +
                          (out["role"].is_string() ? out["role"].get<std::string>() : std::string("role-less")) +
                          " message are not shown to the model (the chat template shows images in user and tool "
@@ -115,7 +124,8 @@ Result<json> to_template_message(const json& m, const std::string& where, Ollama
     out["content"] = content;
   } else {
     json parts = json::array();
-    for (size_t k = 0; k < n_images; ++k) parts.push_back(json{{"type", "image"}});
+    for (ContentPart::Kind kind : kinds)
+      parts.push_back(json{{"type", kind == ContentPart::Kind::kVideo ? "video" : "image"}});
     if (!content.empty()) parts.push_back(json{{"type", "text"}, {"text", content}});
     out["content"] = parts;
   }
@@ -181,9 +191,11 @@ Result<OllamaRequest> parse_ollama_generate(const json& body, const GenerateOpti
   if (auto c = body.find("context"); c != body.end() && c->is_array() && !c->empty()) {
     return Status::Error("context: continuing from token context is not supported; use /api/chat with the history");
   }
-  size_t n_images = 0;
-  QVL_RETURN_IF_ERROR(read_images(body, "", r, n_images));
+  std::vector<ContentPart::Kind> kinds;
+  QVL_RETURN_IF_ERROR(read_images(body, "", r, kinds));
   for (auto& img : r.images) img.second = img.second.substr(1);  // "images[0]", not ".images[0]"
+  for (auto& v : r.videos) v.where = v.where.substr(1);
+  const size_t n_images = kinds.size();
   empty = prompt.empty() && n_images == 0;
   if (empty) return r;
   if (!system.empty()) {
@@ -195,7 +207,7 @@ Result<OllamaRequest> parse_ollama_generate(const json& body, const GenerateOpti
   ChatMessage u;
   u.role = "user";
   u.content_is_string = false;
-  for (size_t k = 0; k < n_images; ++k) u.content_parts.push_back({ContentPart::Kind::kImage, ""});
+  for (ContentPart::Kind kind : kinds) u.content_parts.push_back({kind, ""});
   if (!prompt.empty()) u.content_parts.push_back({ContentPart::Kind::kText, prompt});
   r.messages.push_back(std::move(u));
   return r;

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/image_input.h"
+
 #include "engine/generate.h"
 #include "tokenizer/chat_format.h"
 #include "util/status.h"
@@ -19,6 +21,9 @@ struct OllamaRequest {
   std::string model;
   std::vector<ChatMessage> messages;
   std::vector<std::pair<std::string, std::string>> images;  // (base64, where), in prompt order
+  // Entries of "images" whose bytes are a video container (MP4, WebM, ...): Ollama's API has no video field,
+  // so a clip sent there is taken as a video part, in prompt order.
+  std::vector<VideoRef> videos;
   GenerateOptions options;
   bool stream = true;  // Ollama streams unless told not to
   bool tool_calls = false;  // /api/chat with tools: answers are read for <tool_call> blocks

@@ -77,6 +77,55 @@ Result<int> image_page_field(const json& part, const std::string& where) {
   return static_cast<int>(page);
 }
 
+// A video part: {"type": "video_url", "video_url": {"url": ...}} (vLLM's OpenAI extension), "video_url" a bare
+// string, or {"type": "video", "video": ...} (transformers); its sampling on the part or inside video_url:
+// fps, min_pixels, max_pixels (total_pixels: qwen-vl-utils' name for it), min_frames, max_frames.
+Result<VideoRef> video_part(const json& part, const std::string& where) {
+  VideoRef v;
+  const char* hint = "; expected {\"type\": \"video_url\", \"video_url\": {\"url\": \"data:video/mp4;base64,...\"}}";
+  const json* holder = nullptr;
+  if (auto it = part.find("video_url"); it != part.end()) {
+    v.where = where + ".video_url";
+    if (it->is_string()) v.ref = it->get<std::string>();
+    else if (it->is_object() && it->contains("url") && (*it)["url"].is_string()) {
+      v.ref = (*it)["url"].get<std::string>();
+      holder = &*it;
+    } else return Status::Error(v.where + ": expected an object with a string \"url\"" + hint);
+  } else if (auto vt = part.find("video"); vt != part.end() && vt->is_string()) {
+    v.where = where + ".video";
+    v.ref = vt->get<std::string>();
+  } else {
+    return Status::Error(where + ": a video part without a video" + hint);
+  }
+  for (const json* obj : {&part, holder}) {
+    if (!obj) continue;
+    const std::string w = obj == &part ? where : where + ".video_url";
+    if (obj->contains("fps") && !(*obj)["fps"].is_null()) {
+      const json& f = (*obj)["fps"];
+      if (!f.is_number() || !(f.get<double>() > 0) || f.get<double>() > 1000)
+        return Status::Error(w + ".fps: expected a number in (0, 1000], got " + f.dump());
+      v.options.fps = f.get<double>();
+    }
+    for (auto [key, field] : {std::pair<const char*, int64_t*>{"min_pixels", &v.options.min_pixels},
+                              {"max_pixels", &v.options.max_pixels}, {"total_pixels", &v.options.max_pixels}}) {
+      int64_t x = *field;
+      QVL_RETURN_IF_ERROR(read_int(*obj, key, x, w));
+      if (x != *field && (x < 1 || x > (int64_t{1} << 40)))
+        return Status::Error(w + "." + key + ": expected 1 to 2^40 pixels in all, got " + std::to_string(x));
+      *field = x;
+    }
+    for (auto [key, field] : {std::pair<const char*, int*>{"min_frames", &v.options.min_frames},
+                              {"max_frames", &v.options.max_frames}}) {
+      int64_t x = *field;
+      QVL_RETURN_IF_ERROR(read_int(*obj, key, x, w));
+      if (x != *field && (x < 2 || x > 100000))
+        return Status::Error(w + "." + key + ": expected 2 to 100000 frames, got " + std::to_string(x));
+      *field = static_cast<int>(x);
+    }
+  }
+  return v;
+}
+
 // Images in system and assistant messages are dropped, as the chat template drops them (it shows images in
 // user and tool messages only), with a warning in the response.
 Status collect_images(const json& messages, ChatCompletionRequest& out) {
@@ -105,10 +154,16 @@ Status collect_images(const json& messages, ChatCompletionRequest& out) {
         out.options.per_image.push_back(size);
         QVL_ASSIGN_OR_RETURN(int page, image_page_field(part, where));
         out.pages.push_back(page);
-      } else if (type == "video" || part.contains("video")) {
-        return Status::Error(where + ": video input is not supported; send frames as images");
+      } else if (type == "video" || part.contains("video") || type == "video_url" || part.contains("video_url")) {
+        if (!shown) {
+          out.warnings.push_back(where + ": a video in a " + role + " message is not shown to the model (the chat "
+                                 "template shows videos in user and tool messages only); it was dropped");
+          continue;
+        }
+        QVL_ASSIGN_OR_RETURN(VideoRef v, video_part(part, where));
+        out.videos.push_back(std::move(v));
       } else if (!type.empty() && type != "text") {
-        return Status::Error(where + ".type: '" + type + "' is not supported; use \"text\" or \"image_url\"");
+        return Status::Error(where + ".type: '" + type + "' is not supported; use \"text\", \"image_url\" or \"video_url\"");
       }
     }
   }

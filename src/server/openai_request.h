@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/image_input.h"
+
 #include "engine/generate.h"
 #include "tokenizer/chat_format.h"
 #include "util/status.h"
@@ -19,6 +21,7 @@ struct ChatCompletionRequest {
   std::vector<ChatMessage> messages;
   std::vector<std::pair<std::string, std::string>> images;  // (reference, where), in prompt order
   std::vector<int> pages;  // [images.size()]: the page of a multi-page file (TIFF) each image is read from
+  std::vector<VideoRef> videos;  // video parts in prompt order, with their fps and pixel bounds
   GenerateOptions options;
   bool stream = false;
   bool include_usage = false;

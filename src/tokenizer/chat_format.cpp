@@ -386,11 +386,14 @@ const char* chat_template_kind_name(ChatTemplateKind kind) {
   return kind == ChatTemplateKind::kThinking ? "thinking" : "instruct";
 }
 
-ChatMessage user_message(size_t n_images, std::string text) {
+ChatMessage user_message(size_t n_images, std::string text) { return user_message(n_images, 0, std::move(text)); }
+
+ChatMessage user_message(size_t n_images, size_t n_videos, std::string text) {
   ChatMessage m;
   m.role = "user";
   m.content_is_string = false;
   m.content_parts.assign(n_images, ContentPart{ContentPart::Kind::kImage, ""});
+  m.content_parts.insert(m.content_parts.end(), n_videos, ContentPart{ContentPart::Kind::kVideo, ""});
   m.content_parts.push_back({ContentPart::Kind::kText, std::move(text)});
   return m;
 }

@@ -50,6 +50,8 @@ const char* chat_template_kind_name(ChatTemplateKind kind);  // "instruct", "thi
 // The one-turn user message of the command line and the simple endpoints: `n_images` image parts, then
 // the text.
 ChatMessage user_message(size_t n_images, std::string text);
+// The same with `n_videos` video parts after the images.
+ChatMessage user_message(size_t n_images, size_t n_videos, std::string text);
 
 struct ChatOptions {
   bool add_generation_prompt = true;

@@ -48,6 +48,10 @@ Result<ContentPart> part_from_json(const json& j, const std::string& where) {
     part.kind = ContentPart::Kind::kImage;
   } else if (type_is(j, "video") || j.contains("video")) {
     part.kind = ContentPart::Kind::kVideo;
+  } else if (type_is(j, "video_url") || j.contains("video_url")) {
+    // The OpenAI API's video part (vLLM's extension), which serving stacks turn into {"type": "video"}
+    // before rendering; the template itself would not show it.
+    part.kind = ContentPart::Kind::kVideo;
   } else {
     part.kind = ContentPart::Kind::kText;
   }
