@@ -60,6 +60,9 @@ qvl_add_fuzz_target(api_json)     # request bodies: JSON limits + parse -> OpenA
 qvl_add_fuzz_target(multipart)    # multipart/form-data bodies (POST /v1/vision/completion)
 qvl_add_fuzz_target(json_schema)  # structured output: schema compiler + byte acceptor (answers that pass must parse)
 qvl_add_fuzz_target(gguf)         # GGUF header, metadata, tensor table; dequantization of what it hands out
+if(AV_FOUND)
+  qvl_add_fuzz_target(video)      # video containers: probe, sampling, decode, resize, patchify
+endif()
 
 # Open findings (tests/fuzz/findings/README.md) that a bounded run finds again within seconds: their bounded
 # run stays off until the bug is fixed (the corpus replay still runs). Re-enable by deleting the name here.

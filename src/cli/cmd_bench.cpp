@@ -1,4 +1,4 @@
-// `qvl bench --model M [--image FILE] [-p TEXT] [-n N] [--runs R] [--json] ...`: times load, preprocess,
+// `qvl bench --model M [--image FILE] [--video FILE] [-p TEXT] [-n N] [--runs R] [--json] ...`: times load, preprocess,
 // vision encode, prefill, first token and decode on one prompt, several runs, and reports the medians
 // and the peak resident memory.
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include "cli/options.h"
 #include "engine/generate.h"
 #include "kernels/kernels.h"
+#include "util/file.h"
 #include "util/memory.h"
 #include "util/cpu_budget.h"
 
@@ -49,6 +50,8 @@ int cmd_bench(const Args& args) {
   add_weight_options(cli, types);
   add_context_options(cli, opts.context, opts.kv_type);
   add_image_size_options(cli, opts.image.min_pixels, opts.image.max_pixels);
+  VideoArgs video;
+  add_video_options(cli, video);
   if (auto rc = cli.parse_args(args)) return *rc;
   const std::string& cmd = cli.command();
   {
@@ -63,22 +66,38 @@ int cmd_bench(const Args& args) {
     if (!img.ok()) return fail(cmd, img.status().message());
     images.push_back(std::move(img).value());
   }
+  std::vector<std::vector<uint8_t>> video_files;
+  for (const std::string& path : video.files) {
+    auto bytes = read_file_bytes(path, uint64_t{8} << 30);
+    if (!bytes.ok()) return fail(cmd, bytes.status().message());
+    video_files.push_back(std::move(bytes).value());
+  }
   const auto t0 = std::chrono::steady_clock::now();
   auto model = Model::load(model_dir, types, threads);
   if (!model.ok()) return fail(cmd, model.status().message());
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
-  const ChatMessage user = user_message(images.size(), prompt);
+  const ChatMessage user = user_message(images.size(), video_files.size(), prompt);
+  video.options.max_tokens = opts.context;
 
   ThreadPool pool(threads);
   if (pin) {
     auto cpus = pool.pin_to_cores();
     if (!cpus.ok()) return fail(cmd, cpus.status().message());
   }
-  std::vector<double> pre, vis, prefill, ttft, decode;
+  std::vector<double> pre, vis, prefill, ttft, decode, video_ms;
   GenerateTimings last;
   for (int r = 0; r < runs; ++r) {
-    auto res = generate(**model, pool, {user}, images, opts);
+    // Videos are decoded, sampled and resized per run (the server does it per request, before the engine).
+    std::vector<std::shared_ptr<const PreprocessedVideo>> videos;
+    const auto v0 = std::chrono::steady_clock::now();
+    for (size_t k = 0; k < video_files.size(); ++k) {
+      auto v = preprocess_video_file(video_files[k], (*model)->video_config(), video.options);
+      if (!v.ok()) return fail(cmd, video.files[k] + ": " + v.status().message());
+      videos.push_back(std::make_shared<const PreprocessedVideo>(std::move(v).value()));
+    }
+    video_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - v0).count());
+    auto res = generate(**model, pool, {user}, images, videos, opts);
     if (!res.ok()) return fail(cmd, res.status().message());
     const GenerateTimings& t = res->timings;
     last = t;
@@ -103,6 +122,9 @@ int cmd_bench(const Args& args) {
       {"peak_rss_mb", rss_mb},
       {"prompt_tokens", last.prompt_tokens},
       {"image_tokens", last.image_tokens},
+      {"video_decode_ms", median(video_ms)},
+      {"video_frames", last.video_frames},
+      {"video_tokens", last.video_tokens},
       {"generated_tokens", last.generated_tokens},
       {"runs", runs},
       {"threads", threads},
@@ -122,6 +144,9 @@ int cmd_bench(const Args& args) {
                 "first token %.0f ms | decode %.2f tok/s | peak RSS %.0f MB\n",
                 load_ms, median(pre), median(vis), last.image_tokens, median(prefill), last.prompt_tokens, median(ttft),
                 median(decode), rss_mb);
+    if (!video_files.empty())
+      std::printf("video: decode + sample + resize %.0f ms | %d frames | %d video tokens\n", median(video_ms),
+                  last.video_frames, last.video_tokens);
   }
   return 0;
 }

@@ -25,7 +25,7 @@ using Clock = std::chrono::steady_clock;
 // The page's policy: everything from this server, images also from data: and blob: URLs (attached pictures),
 // no inline script or style, never inside a frame. src/server/ui/index.html carries the same as a <meta>.
 constexpr const char* kPageCsp =
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; "
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; media-src 'self' blob:; connect-src 'self'; "
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 // Constant-time comparison, so that response timing does not reveal how much of a key matched.

@@ -241,8 +241,18 @@ def gguf():
         out("gguf", f"cut-{cut}", whole[:cut])
 
 
+# --- video: the test clips (every container and codec), the bad ones, and cuts of two --------------------
+def video():
+    for p in sorted((DATA / "videos").iterdir()):
+        out("video", p.stem, p.read_bytes())
+    for name in ("h264_30fps_64x48.mp4", "vp9_25fps_70x50.webm"):
+        whole = (DATA / "videos" / name).read_bytes()
+        for cut in (64, len(whole) // 3, len(whole) * 2 // 3):
+            out("video", f"{name.split('.')[0]}-cut-{cut}", whole[:cut])
+
+
 if __name__ == "__main__":
-    for name in ("images", "exif", "safetensors", "quantized", "chat", "tokenizer", "config", "gguf"):
+    for name in ("images", "exif", "safetensors", "quantized", "chat", "tokenizer", "config", "gguf", "video"):
         for p in (CORPUS / name).glob("seed-*"):
             p.unlink()
         globals()[name]()

@@ -214,6 +214,35 @@ def test_drag_and_drop_and_paste_attach_images(driver, server):
     assert not driver.find_element(By.ID, "attachments").is_displayed()
 
 
+def test_attach_a_video_shows_its_poster_and_sends_a_video_url(driver, server):
+    open_page(driver, server.url)
+    driver.execute_script("document.getElementById('new-chat').click()")
+    show_settings(driver)
+    set_value(driver, "max-tokens", 6)
+    clip = IMAGES.parent / "videos" / "vp9_25fps_70x50.webm"
+    driver.find_element(By.ID, "file-input").send_keys(str(clip))
+    wait(driver, lambda: attachment_count(driver) == 1)
+    # The poster frame, drawn by the browser's own decoder, is the thumbnail.
+    wait(driver, lambda: driver.execute_script("return qvl.state.attachments[0].poster !== null"),
+         message="no poster frame for the video")
+    assert driver.execute_script("return qvl.state.attachments[0].kind") == "video"
+    thumb = driver.find_element(By.CSS_SELECTOR, "#attachments .thumb.video img")
+    wait(driver, lambda: driver.execute_script("return arguments[0].naturalWidth", thumb) == 70)
+    driver.find_element(By.ID, "prompt").send_keys("What happens in this clip?\n")
+    wait(driver, lambda: len(driver.find_elements(By.CSS_SELECTOR, ".msg.assistant")) >= 1)
+    answer = last_answer(driver)
+    wait(driver, lambda: state_of(answer) == "done", timeout=60, message="the answer about the video never finished")
+    stats = answer.find_element(By.CSS_SELECTOR, ".stats").text
+    assert "video tokens" in stats and "video frames" in stats, stats
+    sent = driver.execute_script("return qvl.state.history[0].content")
+    assert sent[0]["type"] == "video_url" and sent[0]["video_url"]["url"].startswith("data:video/webm;base64,")
+    assert base64.b64decode(sent[0]["video_url"]["url"].split(",", 1)[1]) == clip.read_bytes()
+    # The question shows the clip itself, playable, with its poster.
+    video = driver.find_element(By.CSS_SELECTOR, ".msg.user .images video")
+    assert video.get_attribute("poster").startswith("data:image/jpeg")
+    assert severe_console_errors(driver) == []  # media-src lets the page play the blob
+
+
 RENDER_INTO_DOM = """
 const div = document.createElement('div');
 div.innerHTML = qvl.renderMarkdown(arguments[0]);

@@ -309,22 +309,50 @@ function updateButtons() {
 // Attachments: the file button, drag and drop, and paste all end here.
 
 const IMAGE_NAME_RE = /\.(jpe?g|png|webp|gif|bmp)$/i;
+const VIDEO_NAME_RE = /\.(mp4|m4v|mov|webm|mkv|avi|ts)$/i;
+
+function isVideo(file) {
+  return (file.type || '').startsWith('video/') || VIDEO_NAME_RE.test(file.name || '');
+}
 
 function addFiles(files) {
   for (const file of files) {
-    if (!(file.type || '').startsWith('image/') && !IMAGE_NAME_RE.test(file.name || '')) {
-      notice((file.name || 'That file') + ' is not an image; attach JPEG, PNG, WebP, GIF or BMP files.');
+    const video = isVideo(file);
+    if (!video && !(file.type || '').startsWith('image/') && !IMAGE_NAME_RE.test(file.name || '')) {
+      notice((file.name || 'That file') + ' is not an image or a video; attach JPEG, PNG, WebP, GIF or BMP ' +
+             'pictures, or MP4, WebM, MKV or MOV clips.');
       continue;
     }
-    const att = { file, name: file.name || 'pasted image', thumb: URL.createObjectURL(file), width: 0, height: 0 };
+    const att = { file, kind: video ? 'video' : 'image', name: file.name || (video ? 'video' : 'pasted image'),
+                  thumb: URL.createObjectURL(file), poster: null, width: 0, height: 0, duration: 0 };
     state.attachments.push(att);
-    loadImage(att.thumb).then((img) => {
-      att.width = img.naturalWidth;
-      att.height = img.naturalHeight;
-      renderAttachments();
-    }).catch(() => { att.undecodable = true; renderAttachments(); });
+    const ready = video
+      ? posterFrame(att.thumb).then((p) => Object.assign(att, p))
+      : loadImage(att.thumb).then((img) => { att.width = img.naturalWidth; att.height = img.naturalHeight; });
+    ready.then(renderAttachments).catch(() => { att.undecodable = true; renderAttachments(); });
   }
   renderAttachments();
+}
+
+// A video's first picture (0.1 s in), its size and length, read by the browser's own decoder. The server
+// decodes the file itself; a clip the browser cannot play still goes up, shown without a poster.
+function posterFrame(url) {
+  return new Promise((resolve, reject) => {
+    const v = document.createElement('video');
+    v.muted = true;
+    v.preload = 'auto';
+    v.addEventListener('loadeddata', () => { v.currentTime = Math.min(0.1, (v.duration || 0) / 2); }, { once: true });
+    v.addEventListener('seeked', () => {
+      const c = document.createElement('canvas');
+      c.width = v.videoWidth;
+      c.height = v.videoHeight;
+      c.getContext('2d').drawImage(v, 0, 0);
+      resolve({ poster: c.toDataURL('image/jpeg', 0.85), width: v.videoWidth, height: v.videoHeight,
+                duration: v.duration });
+    }, { once: true });
+    v.addEventListener('error', () => reject(new Error('cannot decode the video')), { once: true });
+    v.src = url;
+  });
 }
 
 function renderAttachments() {
@@ -333,8 +361,14 @@ function renderAttachments() {
     box.className = 'thumb';
     box.title = att.name + (att.width ? ' (' + att.width + '×' + att.height + ')' : '');
     const img = document.createElement('img');
-    img.src = att.thumb;
     img.alt = att.name;
+    if (att.kind === 'video') {
+      box.classList.add('video');
+      if (att.poster) img.src = att.poster;
+      if (att.duration) box.title += ', ' + att.duration.toFixed(1) + ' s';
+    } else {
+      img.src = att.thumb;
+    }
     const remove = document.createElement('button');
     remove.type = 'button';
     remove.className = 'remove';
@@ -373,6 +407,10 @@ function readAsDataUrl(blob) {
 // setting allows (the server's API has no per-request pixel limit; its own --max-pixels still applies).
 async function encodeForUpload(att, limit) {
   const original = await readAsDataUrl(att.file);
+  if (att.kind === 'video') {
+    // Sent as it is: the server samples its frames and sizes them (the clip's own pixel budget).
+    return original.replace(/^data:[^;,]*;base64,/, 'data:' + (att.file.type || 'video/mp4') + ';base64,');
+  }
   const w = att.width, h = att.height;
   if (att.undecodable || !limit || !w || w * h <= limit) {
     // The server sniffs the format from the bytes; it only needs a base64 data: URI.
@@ -408,11 +446,22 @@ function addUserBubble(text, attachments) {
     const images = document.createElement('div');
     images.className = 'images';
     for (const att of attachments) {
-      const img = document.createElement('img');
-      img.src = att.thumb;
-      img.alt = att.name;
-      img.title = att.name;
-      images.append(img);
+      if (att.kind === 'video') {
+        const video = document.createElement('video');
+        video.controls = true;
+        video.muted = true;
+        video.preload = 'metadata';
+        if (att.poster) video.poster = att.poster;
+        video.src = att.thumb;
+        video.title = att.name;
+        images.append(video);
+      } else {
+        const img = document.createElement('img');
+        img.src = att.thumb;
+        img.alt = att.name;
+        img.title = att.name;
+        images.append(img);
+      }
       state.objectUrls.push(att.thumb);
     }
     msg.append(images);
@@ -473,6 +522,7 @@ function statsText(r) {
   const n = r.usage ? r.usage.completion_tokens : t ? t.predicted_n : r.pieces;
   parts.push(n + (n === 1 ? ' token' : ' tokens') + (r.usage || t ? '' : ' (about)'));
   if (t && t.image_tokens) parts.push(t.image_tokens + ' image tokens');
+  if (t && t.video_tokens) parts.push(t.video_frames + ' video frames, ' + t.video_tokens + ' video tokens');
   if (r.finish === 'length') parts.push('stopped at max tokens');
   if (r.stopped) parts.push('stopped');
   return { text: parts.join(' · '), ttft, rate };
@@ -652,10 +702,13 @@ async function send() {
   };
   const userMessage = { role: 'user', content: text };
   try {
-    const images = await Promise.all(attachments.map((a) => encodeForUpload(a, maxPixels())));
-    if (images.length) {
-      state.lastImage = images[images.length - 1];  // what boxes in later answers refer to
-      userMessage.content = images.map((url) => ({ type: 'image_url', image_url: { url } }));
+    const uploads = await Promise.all(attachments.map((a) => encodeForUpload(a, maxPixels())));
+    if (uploads.length) {
+      const pictures = uploads.filter((url, k) => attachments[k].kind !== 'video');
+      if (pictures.length) state.lastImage = pictures[pictures.length - 1];  // what boxes in later answers refer to
+      userMessage.content = uploads.map((url, k) => attachments[k].kind === 'video'
+        ? { type: 'video_url', video_url: { url } }
+        : { type: 'image_url', image_url: { url } });
       if (text) userMessage.content.push({ type: 'text', text });
     }
     const body = {
