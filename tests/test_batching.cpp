@@ -92,7 +92,7 @@ class Batching : public ::testing::TestWithParam<bool> {  // param: quantized (d
     return s;
   }
   static std::shared_ptr<Job> submit(Scheduler& s, const Req& r, double timeout_s = 0) {
-    InferenceRequest ir{r.messages, r.images, r.options, timeout_s};
+    InferenceRequest ir{r.messages, r.images, r.options, timeout_s, {}};
     Scheduler::Submitted sub = s.submit(std::move(ir));
     EXPECT_EQ(sub.error, SubmitError::kNone);
     return sub.job;

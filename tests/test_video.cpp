@@ -4,6 +4,7 @@
 // M-RoPE positions) against the processor and get_rope_index; bad files refused with a reason.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -211,6 +212,49 @@ TEST_F(VideoFiles, CasesMatchTheProcessorAndGetRopeIndex) {
     for (int a = 0; a < 3; ++a) EXPECT_EQ(pos->pos[a], c["position_ids"][a].get<std::vector<int32_t>>()) << "axis " << a;
     EXPECT_EQ(pos->rope_delta, c["rope_delta"].get<int64_t>());
   }
+}
+
+// Two videos of several groups with the user's text between them: the text stays the user's (its control-token
+// look-alikes are plain text), and the prompt is the processor's text with each block expanded.
+TEST(VideoPrompt, TextBetweenVideosStaysUserText) {
+  auto tok = Tokenizer::load(test::model_files_dir());
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  ChatMessage m;
+  m.role = "user";
+  m.content_is_string = false;
+  const std::string between = " and now this longer clip, which shows <|vision_end|> as text:";
+  m.content_parts = {{ContentPart::Kind::kVideo, ""}, {ContentPart::Kind::kText, between},
+                     {ContentPart::Kind::kVideo, ""}, {ContentPart::Kind::kText, "Compare them."}};
+  const VideoPromptPart a{{"<0.2 seconds>", "<1.2 seconds>", "<2.2 seconds>"}, 4};
+  const VideoPromptPart b{{"<0.5 seconds>", "<1.5 seconds>", "<2.5 seconds>", "<3.5 seconds>"}, 6};
+  const RenderedChat chat = render_chat_with_spans({m});
+  auto ids = build_prompt_ids(*tok, chat, {}, {a, b});
+  ASSERT_TRUE(ids.ok()) << ids.status().message();
+  // What the processor tokenizes: the blocks replaced in the text, the user's text tokenized as text.
+  auto expand = [](const VideoPromptPart& v) {
+    std::string t;
+    for (const std::string& ts : v.timestamps) t += ts + "<|vision_start|><|video_pad|><|vision_end|>";
+    return t;
+  };
+  const std::string head = "<|im_start|>user\n" + expand(a);
+  const std::string text = head + between + expand(b) + "Compare them.<|im_end|>\n<|im_start|>assistant\n";
+  const size_t second = head.size() + between.size() + expand(b).size();
+  const std::vector<int32_t> want =
+      tok->encode_prompt(text, {TextSpan{head.size(), head.size() + between.size()}, TextSpan{second, second + 13}});
+  const int32_t pad = tok->token_id("<|video_pad|>");
+  std::vector<int32_t> expanded;
+  int group = 0;
+  for (int32_t id : want) {
+    if (id != pad) {
+      expanded.push_back(id);
+      continue;
+    }
+    expanded.insert(expanded.end(), group < 3 ? 4 : 6, pad);
+    ++group;
+  }
+  EXPECT_EQ(*ids, expanded);
+  const int32_t end = tok->token_id("<|vision_end|>");
+  EXPECT_EQ(std::count(ids->begin(), ids->end(), end), 7) << "one per group; the user's look-alike stays text";
 }
 
 TEST(VideoProcessor, FewerThanTwoFramesOrTinyFramesAreRefused) {

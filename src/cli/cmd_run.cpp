@@ -138,8 +138,10 @@ int cmd_run(const Args& args) {
   }
   GenerateCallbacks cb;
   cb.progress = [&](const char* phase) {
-    if (std::string(phase) == "vision")
-      std::fprintf(stderr, "encoding %zu image(s) and %zu video(s) ...\n", images.size(), videos.size());
+    if (std::string(phase) == "vision") {
+      if (videos.empty()) std::fprintf(stderr, "encoding %zu image(s) ...\n", images.size());
+      else std::fprintf(stderr, "encoding %zu image(s) and %zu video(s) ...\n", images.size(), videos.size());
+    }
     if (std::string(phase) == "prefill") std::fprintf(stderr, "reading the prompt ...\n");
   };
   cb.on_text = [](std::string_view piece) {
@@ -160,9 +162,10 @@ int cmd_run(const Args& args) {
   }
   const GenerateTimings& t = r->timings;
   std::fprintf(stderr,
-               "\nload %.0f ms | preprocess %.0f ms | image encode %.0f ms (%d image tokens, %d video tokens) | prefill %.0f ms "
+               "\nload %.0f ms | preprocess %.0f ms | image encode %.0f ms (%d image tokens%s) | prefill %.0f ms "
                "(%d tokens, %.1f tok/s) | first token %.0f ms | decode %d tokens in %.0f ms (%.2f tok/s) | %s\n",
-               load_ms, t.preprocess_ms, t.vision_ms, t.image_tokens, t.video_tokens, t.prefill_ms, t.prompt_tokens,
+               load_ms, t.preprocess_ms, t.vision_ms, t.image_tokens,
+               t.videos > 0 ? (", " + std::to_string(t.video_tokens) + " video tokens").c_str() : "", t.prefill_ms, t.prompt_tokens,
                t.prefill_ms > 0 ? t.prompt_tokens / (t.prefill_ms / 1000) : 0.0, t.ttft_ms, t.generated_tokens,
                t.decode_ms, t.decode_ms > 0 ? t.generated_tokens / (t.decode_ms / 1000) : 0.0,
                finish_reason_name(r->finish));

@@ -31,12 +31,12 @@ Result<RenderedChat> expand_video_blocks(const RenderedChat& chat, const std::ve
     std::string groups;
     for (const std::string& ts : videos[k].timestamps) groups += ts + std::string(kVideoBlock);
     ++k;
-    // Spans after the block shift by the growth.
+    // Spans after the block (positions in the original text) shift by the growth.
     const size_t grow = groups.size() - kVideoBlock.size();
-    for (TextSpan& s : out.user_spans)
-      if (s.begin >= at + kVideoBlock.size()) {
-        s.begin += grow;
-        s.end += grow;
+    for (size_t i = 0; i < chat.user_spans.size(); ++i)
+      if (chat.user_spans[i].begin >= at + kVideoBlock.size()) {
+        out.user_spans[i].begin += grow;
+        out.user_spans[i].end += grow;
       }
     out.text += groups;
     from = at + kVideoBlock.size();

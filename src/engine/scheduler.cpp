@@ -291,6 +291,7 @@ void Scheduler::admit(std::shared_ptr<Job> job) {
     return finish_job(*job, JobError::kInternal, std::string("the engine failed: ") + e.what(), {});
   }
   std::vector<ImageRGB>().swap(job->request_.images);  // what must be encoded is preprocessed now
+  job->request_.videos.clear();                         // the session holds the frame groups it still needs
   if (!s.ok()) return finish_job(*job, JobError::kInvalidRequest, s.message(), session->result());
   job->mark_started();
   active_.push_back(Slot{std::move(job), std::move(session), {}, 0, false});

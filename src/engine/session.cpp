@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <set>
 
 #include "engine/prompt.h"
 
@@ -99,13 +100,15 @@ Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vec
   for (const auto& v : videos) {
     QVL_CHECK(v && !v->groups.empty());
     VideoPromptPart part{v->timestamps, v->tokens_per_group()};
-    for (const PreprocessedImage& g : v->groups) {
+    for (size_t gi = 0; gi < v->groups.size(); ++gi) {
+      const PreprocessedImage& g = v->groups[gi];
       ImageSlot slot;
-      slot.key = frame_group_key(g);
+      // The handler usually hashed the groups already (off the inference thread).
+      slot.key = gi < v->group_keys.size() ? v->group_keys[gi] : frame_group_key(g);
       slot.n_tokens = g.num_tokens();
       if (caches_.images) slot.encoded = caches_.images->find(slot.key);
       if (slot.encoded) ++tm.cached_images;
-      slot.pixels = std::shared_ptr<const PreprocessedImage>(v, &g);  // aliasing: keeps the video alive
+      else slot.pixels = std::shared_ptr<const PreprocessedImage>(v, &g);  // aliasing: keeps the video alive
       group_slots.push_back(std::move(slot));
     }
     video_grids.push_back({v->grid_t, v->grid_h, v->grid_w});
@@ -201,11 +204,10 @@ Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vec
 std::vector<Session::PendingImage> Session::pending_images() const {
   std::vector<PendingImage> out;
   if (phase_ != Phase::kVision) return out;
+  std::set<ImageKey> seen;  // a video's groups can be many: no quadratic scan
   for (const ImageSlot& im : images_) {
     if (!im.needed || im.encoded) continue;
-    bool seen = false;
-    for (const PendingImage& p : out) seen = seen || p.key == im.key;
-    if (!seen) out.push_back({im.key, im.pixels});
+    if (seen.insert(im.key).second) out.push_back({im.key, im.pixels});
   }
   return out;
 }
@@ -243,7 +245,10 @@ void Session::build_visual_rows() {
     r += count;
   }
   QVL_CHECK(r == rows);
-  for (ImageSlot& im : images_) im.encoded.reset();  // copied: the cache (or nobody) keeps them now
+  for (ImageSlot& im : images_) {  // copied: the cache (or nobody) keeps them now
+    im.encoded.reset();
+    im.pixels.reset();
+  }
   visual_done_ = 0;
   images_ready_ms_ = now_ms();
   result_.timings.vision_ms = images_ready_ms_ - start_ms_ - result_.timings.preprocess_ms;

@@ -7,8 +7,10 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <webp/demux.h>
 
@@ -66,9 +68,20 @@ bool looks_like_video(std::span<const uint8_t> b) {
   }
   if (b.size() >= 4 && b[0] == 0x1A && b[1] == 0x45 && b[2] == 0xDF && b[3] == 0xA3) return true;  // EBML
   if (at(0, "RIFF") && at(8, "AVI ")) return true;
-  if (b.size() >= 189 && b[0] == 0x47 && b[188] == 0x47) return true;  // MPEG-TS packets
-  // An animated WebP: VP8X with its animation flag.
-  if (at(0, "RIFF") && at(8, "WEBPVP8X") && b.size() > 20 && (b[20] & 0x02)) return true;
+  // MPEG-TS packets: three sync bytes 188 apart ('G', so not a GIF).
+  if (b.size() >= 377 && b[0] == 0x47 && b[188] == 0x47 && b[376] == 0x47 && !at(0, "GIF8")) return true;
+  // An animated WebP: VP8X with its animation flag, and two ANMF frame chunks among the first chunks.
+  if (at(0, "RIFF") && at(8, "WEBPVP8X") && b.size() > 20 && (b[20] & 0x02)) {
+    int frames = 0;
+    size_t off = 12;
+    for (int chunk = 0; chunk < 64 && off + 8 <= b.size() && frames < 2; ++chunk) {
+      const uint32_t len = static_cast<uint32_t>(b[off + 4]) | (static_cast<uint32_t>(b[off + 5]) << 8) |
+                           (static_cast<uint32_t>(b[off + 6]) << 16) | (static_cast<uint32_t>(b[off + 7]) << 24);
+      frames += std::memcmp(b.data() + off, "ANMF", 4) == 0;
+      off += 8 + static_cast<size_t>(len) + (len & 1);
+    }
+    return frames >= 2;
+  }
   return false;
 }
 
@@ -110,6 +123,13 @@ Result<std::vector<int64_t>> choose(const VideoInfo& info, const VideoDecodeLimi
       return Status::Error("frame selection is not ascending within the video's " +
                            std::to_string(info.total_frames) + " frames");
   if (idx.empty()) return Status::Error("no frames selected from the video");
+  // Every frame up to the last one kept is decoded.
+  const int64_t frame_px = static_cast<int64_t>(info.stored_width) * info.stored_height;
+  if (frame_px > 0 && idx.back() + 1 > limits.max_decoded_pixels / frame_px)
+    return Status::Error("decoding the video's " + std::to_string(idx.back() + 1) + " frames of " +
+                         std::to_string(info.stored_width) + "x" + std::to_string(info.stored_height) +
+                         " is over the limit of " + std::to_string(limits.max_decoded_pixels) +
+                         " decoded pixels; send a shorter or smaller clip");
   return idx;
 }
 
@@ -143,6 +163,15 @@ struct Sink {
 Result<DecodedVideo> decode_webp_animation(std::span<const uint8_t> bytes, const VideoDecodeLimits& limits,
                                            bool probe_only) {
   WebPData data{bytes.data(), bytes.size()};
+  // The canvas size from the demuxer first: the animation decoder allocates two canvases at once.
+  {
+    std::unique_ptr<WebPDemuxer, void (*)(WebPDemuxer*)> demux(WebPDemux(&data), WebPDemuxDelete);
+    if (!demux) return Status::Error("corrupt or truncated WebP");
+    const int64_t w = WebPDemuxGetI(demux.get(), WEBP_FF_CANVAS_WIDTH), h = WebPDemuxGetI(demux.get(), WEBP_FF_CANVAS_HEIGHT);
+    if (w <= 0 || h <= 0 || w * h > limits.max_frame_pixels)
+      return Status::Error("animated WebP canvas is " + std::to_string(w) + "x" + std::to_string(h) +
+                           ", over the limit of " + std::to_string(limits.max_frame_pixels) + " pixels");
+  }
   WebPAnimDecoderOptions opt;
   if (!WebPAnimDecoderOptionsInit(&opt)) return Status::Error("libwebp: version mismatch");
   opt.color_mode = MODE_RGBA;
@@ -166,7 +195,7 @@ Result<DecodedVideo> decode_webp_animation(std::span<const uint8_t> bytes, const
     WebPIterator it;
     int64_t total_ms = 0;
     if (WebPDemuxGetFrame(demux.get(), 1, &it)) {
-      do total_ms += it.duration;
+      do total_ms += std::max(it.duration, 0);
       while (WebPDemuxNextFrame(&it));
       WebPDemuxReleaseIterator(&it);
     }
@@ -178,6 +207,7 @@ Result<DecodedVideo> decode_webp_animation(std::span<const uint8_t> bytes, const
   QVL_ASSIGN_OR_RETURN(out.indices, choose(info, limits));
   Sink sink{limits, out};
   for (int64_t i = 0; !sink.done(); ++i) {
+    if (limits.keep_going && !limits.keep_going()) return Status::Error("video decoding stopped (deadline or client gone)");
     uint8_t* rgba = nullptr;
     int ts = 0;
     if (!WebPAnimDecoderHasMoreFrames(dec.get()) || !WebPAnimDecoderGetNext(dec.get(), &rgba, &ts))
@@ -250,8 +280,9 @@ class Demuxer {
     if (avio_) av_freep(&avio_->buffer);
     avio_context_free(&avio_);
   }
-  Status open(std::span<const uint8_t> bytes) {
+  Status open(std::span<const uint8_t> bytes, int64_t max_pixels) {
     input_.bytes = bytes;
+    max_pixels_ = max_pixels;
     constexpr int kBuf = 1 << 16;
     auto* buf = static_cast<uint8_t*>(av_malloc(kBuf));
     if (!buf) return Status::Error("out of memory");
@@ -268,13 +299,22 @@ class Demuxer {
     AVDictionary* opts = nullptr;
     av_dict_set(&opts, "format_whitelist", kFormats, 0);
     av_dict_set(&opts, "protocol_whitelist", "none", 0);
+    // avformat_find_stream_info opens decoders for every stream: the same list of video decoders there.
+    av_dict_set(&opts, "codec_whitelist", kDecoders, 0);
     int err = avformat_open_input(&fmt_, "", nullptr, &opts);
     av_dict_free(&opts);
     if (err < 0) {
       fmt_ = nullptr;  // freed by avformat_open_input on failure
       return Status::Error("not a video file qvl reads (MP4/MOV, Matroska/WebM, AVI, MPEG-TS, GIF): " + av_error(err));
     }
-    err = avformat_find_stream_info(fmt_, nullptr);
+    // Its probing decoders get the frame-size bound too.
+    std::vector<AVDictionary*> stream_opts(fmt_->nb_streams, nullptr);
+    for (AVDictionary*& d : stream_opts) {
+      av_dict_set(&d, "codec_whitelist", kDecoders, 0);
+      av_dict_set_int(&d, "max_pixels", max_pixels_, 0);
+    }
+    err = avformat_find_stream_info(fmt_, stream_opts.empty() ? nullptr : stream_opts.data());
+    for (AVDictionary*& d : stream_opts) av_dict_free(&d);
     if (err < 0) return Status::Error("corrupt video: " + av_error(err));
     for (unsigned i = 0; i < fmt_->nb_streams; ++i) {
       const AVStream* s = fmt_->streams[i];
@@ -292,10 +332,23 @@ class Demuxer {
 
  private:
   MemoryInput input_;
+  int64_t max_pixels_ = 0;
   AVIOContext* avio_ = nullptr;
   AVFormatContext* fmt_ = nullptr;
   int stream_ = -1;
 };
+
+// libswscale's coefficient set for a frame's colour matrix.
+int sws_colorspace(AVColorSpace c) {
+  switch (c) {
+    case AVCOL_SPC_BT709: return SWS_CS_ITU709;
+    case AVCOL_SPC_FCC: return SWS_CS_FCC;
+    case AVCOL_SPC_SMPTE240M: return SWS_CS_SMPTE240M;
+    case AVCOL_SPC_BT2020_NCL:
+    case AVCOL_SPC_BT2020_CL: return SWS_CS_BT2020;
+    default: return SWS_CS_DEFAULT;  // BT.601 (SMPTE 170M, BT.470BG, unspecified)
+  }
+}
 
 int rotation_of(const AVStream* st) {
   const uint8_t* m = av_stream_get_side_data(st, AV_PKT_DATA_DISPLAYMATRIX, nullptr);
@@ -311,26 +364,29 @@ int rotation_of(const AVStream* st) {
 // Packets of the stream (and their durations) by reading the whole file: for containers without a count.
 Result<std::pair<int64_t, int64_t>> count_packets(std::span<const uint8_t> bytes, const VideoDecodeLimits& limits) {
   Demuxer d;
-  QVL_RETURN_IF_ERROR(d.open(bytes));
-  AVPacket* pkt = av_packet_alloc();
-  int64_t n = 0, duration = 0;
-  while (av_read_frame(d.fmt(), pkt) >= 0) {
+  QVL_RETURN_IF_ERROR(d.open(bytes, limits.max_frame_pixels));
+  std::unique_ptr<AVPacket, void (*)(AVPacket*)> pkt(av_packet_alloc(), [](AVPacket* p) { av_packet_free(&p); });
+  if (!pkt) return Status::Error("out of memory");
+  int64_t n = 0, all = 0, duration = 0;
+  // Every packet counts against the bound (a file of other streams' packets is read no further).
+  while (av_read_frame(d.fmt(), pkt.get()) >= 0) {
     if (pkt->stream_index == d.index()) {
       ++n;
-      duration += std::max<int64_t>(pkt->duration, 0);
+      duration = std::min<int64_t>(duration + std::clamp<int64_t>(pkt->duration, 0, INT32_MAX), INT64_MAX / 2);
     }
-    av_packet_unref(pkt);
-    if (n > limits.max_total_frames) break;
+    av_packet_unref(pkt.get());
+    if (n > limits.max_total_frames || ++all > 4 * limits.max_total_frames + 100'000) break;
+    if (limits.keep_going && !limits.keep_going()) return Status::Error("video decoding stopped (deadline or client gone)");
   }
-  av_packet_free(&pkt);
   return std::pair<int64_t, int64_t>{n, duration};
 }
 
 Result<DecodedVideo> decode_with_ffmpeg(std::span<const uint8_t> bytes, const VideoDecodeLimits& limits,
                                         bool probe_only) {
-  av_log_set_level(AV_LOG_QUIET);
+  static std::once_flag quiet;
+  std::call_once(quiet, [] { av_log_set_level(AV_LOG_QUIET); });
   Demuxer d;
-  QVL_RETURN_IF_ERROR(d.open(bytes));
+  QVL_RETURN_IF_ERROR(d.open(bytes, limits.max_frame_pixels));
   AVStream* st = d.stream();
   DecodedVideo out;
   VideoInfo& info = out.info;
@@ -365,6 +421,7 @@ Result<DecodedVideo> decode_with_ffmpeg(std::span<const uint8_t> bytes, const Vi
   });
   if (!ctx || avcodec_parameters_to_context(ctx.get(), st->codecpar) < 0) return Status::Error("out of memory");
   ctx->thread_count = 1;
+  ctx->max_pixels = limits.max_frame_pixels;  // an in-band size change beyond the bound is refused by the decoder
   AVDictionary* copts = nullptr;
   av_dict_set(&copts, "codec_whitelist", kDecoders, 0);
   int err = avcodec_open2(ctx.get(), codec, &copts);
@@ -373,6 +430,7 @@ Result<DecodedVideo> decode_with_ffmpeg(std::span<const uint8_t> bytes, const Vi
 
   std::unique_ptr<AVPacket, void (*)(AVPacket*)> pkt(av_packet_alloc(), [](AVPacket* p) { av_packet_free(&p); });
   std::unique_ptr<AVFrame, void (*)(AVFrame*)> frame(av_frame_alloc(), [](AVFrame* f) { av_frame_free(&f); });
+  if (!pkt || !frame) return Status::Error("out of memory");
   SwsContext* sws = nullptr;
   struct SwsFree {
     SwsContext*& s;
@@ -399,6 +457,12 @@ Result<DecodedVideo> decode_with_ffmpeg(std::span<const uint8_t> bytes, const Vi
                                    frame->width, frame->height, AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr,
                                    nullptr);
         if (!sws) return Status::Error("video pixel format cannot be converted to RGB");
+        // The frame's own matrix and range, as PyAV's reformat passes them (BT.601 limited when untagged).
+        const AVPixelFormat pf = static_cast<AVPixelFormat>(frame->format);
+        const bool full = frame->color_range == AVCOL_RANGE_JPEG || pf == AV_PIX_FMT_YUVJ420P ||
+                          pf == AV_PIX_FMT_YUVJ422P || pf == AV_PIX_FMT_YUVJ444P || pf == AV_PIX_FMT_YUVJ440P;
+        sws_setColorspaceDetails(sws, sws_getCoefficients(sws_colorspace(frame->colorspace)), full ? 1 : 0,
+                                 sws_getCoefficients(SWS_CS_DEFAULT), 1, 0, 1 << 16, 1 << 16);
         ImageRGB rgb;
         rgb.width = frame->width;
         rgb.height = frame->height;
@@ -422,7 +486,11 @@ Result<DecodedVideo> decode_with_ffmpeg(std::span<const uint8_t> bytes, const Vi
     }
   };
   bool more = true;
+  int64_t packets = 0;
   while (more) {
+    if (limits.keep_going && !limits.keep_going()) return Status::Error("video decoding stopped (deadline or client gone)");
+    if (++packets > 4 * limits.max_total_frames + 100'000)
+      return Status::Error("video has more packets than " + std::to_string(4 * limits.max_total_frames + 100'000));
     err = av_read_frame(d.fmt(), pkt.get());
     if (err < 0) break;  // end of file (or a read error: the frames so far are what the file holds)
     if (pkt->stream_index == d.index()) {

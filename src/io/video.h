@@ -19,8 +19,9 @@ namespace qvl {
 // False when this build has no video support (configured without FFmpeg's libraries).
 bool video_supported();
 
-// Sniffs a video container from the first bytes: an ISO-BMFF "ftyp", EBML (Matroska/WebM), RIFF AVI, an
-// MPEG-TS sync pattern, an animated GIF (more than one image block) or an animated WebP (ANIM chunk).
+// Sniffs a video container from the first bytes: an ISO-BMFF "ftyp" (not HEIF/AVIF stills), EBML
+// (Matroska/WebM), RIFF AVI, MPEG-TS sync bytes at 0, 188 and 376, or an animated WebP with at least two
+// frames. A GIF is an image here (its first frame, as the reference reads it), unless sent as a video.
 bool looks_like_video(std::span<const uint8_t> bytes);
 
 struct VideoInfo {
@@ -38,6 +39,12 @@ struct VideoDecodeLimits {
   int64_t max_frame_pixels = 16'777'216;  // stored width * height
   double max_duration_s = 3600;           // total_frames / fps
   int64_t max_total_frames = 216'000;     // frames in the stream (an hour at 60 fps)
+  // The decoding work: frames decoded (every frame up to the last one kept) times their pixels. A small file
+  // can declare hours of large frames that compress to nothing; it is refused before decoding. 2^34: about
+  // 12 minutes of 1080p at 30 fps, a minute or so of one core.
+  int64_t max_decoded_pixels = int64_t{1} << 34;
+  // Asked between packets while decoding (a deadline, a client gone): false stops with an error.
+  std::function<bool()> keep_going;
   // Called once the metadata is read, before any frame is decoded: the indices of the frames to keep,
   // ascending, each below info.total_frames (an error refuses the video).
   std::function<Result<std::vector<int64_t>>(const VideoInfo& info)> select;

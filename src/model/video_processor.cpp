@@ -162,9 +162,7 @@ Result<Resolved> resolve(const VideoProcessorConfig& c, const VideoOptions& o) {
   if (r.min_px > r.max_px)
     return Status::Error("min_pixels " + std::to_string(r.min_px) + " is larger than max_pixels " +
                          std::to_string(r.max_px));
-  if (r.min_frames > r.max_frames)
-    return Status::Error("min_frames " + std::to_string(r.min_frames) + " is larger than max_frames " +
-                         std::to_string(r.max_frames));
+  // min_frames above max_frames is not an error: the processor's clamp gives max_frames.
   return r;
 }
 

@@ -71,6 +71,9 @@ struct PreprocessedVideo {
   std::vector<int64_t> indices;          // the sampled frames
   std::vector<std::string> timestamps;   // per group: "<0.3 seconds>"
   std::vector<PreprocessedImage> groups;  // per group: grid (1, grid_h, grid_w), its two frames' patches
+  // Per group, its image-cache key (engine/image_cache.h's frame_group_key) when the caller computed it
+  // beforehand; empty: the session hashes the groups itself.
+  std::vector<std::array<uint8_t, 32>> group_keys;
   int tokens_per_group() const { return groups.empty() ? 0 : groups[0].num_tokens(); }
 };
 

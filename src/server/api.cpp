@@ -4,9 +4,12 @@
 #include "tensor/quant.h"
 #include "model/tensor_specs.h"
 
+#include <chrono>
 #include <cmath>
+#include <semaphore>
 #include <random>
 
+#include "engine/image_cache.h"
 #include "server/json_limits.h"
 
 namespace qvl::server {
@@ -268,6 +271,12 @@ Result<bool> show_reasoning(const ApiContext& ctx, std::optional<bool> think, co
   return thinking && think.value_or(true);
 }
 
+// Video decodes running at once in this process (each holds a core and its sampled frames).
+std::counting_semaphore<>& video_decoders() {
+  static std::counting_semaphore<> gate(2);
+  return gate;
+}
+
 ImageBudget image_budget(const ApiContext& ctx, const GenerateOptions& options) {
   const Model* model = ctx.scheduler.model();
   const ImageProcessorConfig pc = model ? model->image_config() : ImageProcessorConfig{};
@@ -293,17 +302,34 @@ std::optional<ApiError> make_inference_request(const ApiContext& ctx,
     if (!img.ok()) return ApiError{400, img.status().message(), "invalid_image", where};
     out.images.push_back(std::move(img).value());
   }
+  // Videos are decoded here, in the HTTP worker, before the request is queued: only when the queue has room,
+  // at most kVideoDecoders at a time in the process, and within the request's timeout.
+  if (!videos.empty()) {
+    if (!model) return submit_error(SubmitError::kLoading, ctx);
+    const int room = ctx.options.queue + std::max(0, ctx.scheduler.slots() - ctx.scheduler.busy_slots()) -
+                     ctx.scheduler.queue_depth();
+    if (room <= 0) return submit_error(SubmitError::kQueueFull, ctx);
+  }
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(
+                            ctx.options.timeout_s > 0 ? ctx.options.timeout_s : 3600.0));
   int64_t video_tokens = 0;
   for (const VideoRef& v : videos) {
-    if (!model) return ApiError{503, "the model is still loading; retry in a few seconds (GET /health says when it is ready)", "loading", "", 5};
     if (!video_supported())
       return ApiError{400, v.where + ": this server was built without video support (FFmpeg)", "invalid_video", v.where};
     auto bytes = load_request_video_bytes(v.ref, ctx.images, v.where);
     if (!bytes.ok()) return ApiError{400, bytes.status().message(), "invalid_video", v.where};
     VideoOptions vo = v.options;
     vo.max_tokens = std::max<int64_t>(0, options.context - budget.tokens() - video_tokens);
-    auto pre = preprocess_video_file(*bytes, model->video_config(), vo, ctx.images.video_limits);
+    VideoDecodeLimits limits = ctx.images.video_limits;
+    limits.keep_going = [deadline] { return std::chrono::steady_clock::now() < deadline; };
+    if (!video_decoders().try_acquire_until(deadline))
+      return ApiError{503, "the server is busy decoding other videos; retry in a few seconds", "busy", "", 2};
+    auto pre = preprocess_video_file(*bytes, model->video_config(), vo, limits);
+    video_decoders().release();
     if (!pre.ok()) return ApiError{400, v.where + ": " + pre.status().message(), "invalid_video", v.where};
+    // The groups' cache keys, hashed here rather than on the inference thread.
+    for (const PreprocessedImage& g : pre->groups) pre->group_keys.push_back(frame_group_key(g));
     video_tokens += static_cast<int64_t>(pre->grid_t) * pre->tokens_per_group();
     out.videos.push_back(std::make_shared<const PreprocessedVideo>(std::move(pre).value()));
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <filesystem>
 
 #include "model/image_processor.h"
@@ -282,7 +283,12 @@ Result<std::vector<uint8_t>> load_request_video_bytes(std::string_view ref_in, c
   }
   if (!is_path) {
     const bool path_like = ref.size() <= 4096 && ref.find('\n') == std::string_view::npos;
-    if (!path_like || base64_is_video(ref)) {
+    // Short base64 of a format looks_like_video leaves to the decoder (GIF, Ogg, FLV) is data too.
+    auto head = base64_decode(ref.substr(0, std::min<size_t>(ref.size(), 64) / 4 * 4));
+    const bool other_video = head.ok() && head->size() >= 4 &&
+                             (std::memcmp(head->data(), "GIF8", 4) == 0 || std::memcmp(head->data(), "OggS", 4) == 0 ||
+                              std::memcmp(head->data(), "FLV", 3) == 0);
+    if (!path_like || other_video || base64_is_video(ref)) {
       auto bytes = base64_decode(ref);
       if (!bytes.ok()) return bytes.status().with_context(where);
       return bytes;

@@ -17,8 +17,14 @@ namespace qvl::server {
 struct ImagePolicy {
   std::string image_dir;       // canonical directory local paths must resolve into; empty: local paths refused
   uint64_t max_file_bytes = 64u << 20;
-  uint64_t max_video_file_bytes = uint64_t{1} << 30;  // a video read from a local path
-  VideoDecodeLimits video_limits;  // frame size, duration and frame count checked before decoding
+  uint64_t max_video_file_bytes = uint64_t{512} << 20;  // a video read from a local path
+  // Checked before decoding: frames up to 16.7 MP, 10 minutes, 36,000 frames, 2^34 decoded pixels.
+  VideoDecodeLimits video_limits = [] {
+    VideoDecodeLimits l;
+    l.max_duration_s = 600;
+    l.max_total_frames = 36'000;
+    return l;
+  }();
   ImageDecodeLimits limits;    // jpeg_reduce_factor 2: JPEGs far over the model's size decode at 1/2..1/8
 };
 

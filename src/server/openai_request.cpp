@@ -118,8 +118,8 @@ Result<VideoRef> video_part(const json& part, const std::string& where) {
                               {"max_frames", &v.options.max_frames}}) {
       int64_t x = *field;
       QVL_RETURN_IF_ERROR(read_int(*obj, key, x, w));
-      if (x != *field && (x < 2 || x > 100000))
-        return Status::Error(w + "." + key + ": expected 2 to 100000 frames, got " + std::to_string(x));
+      if (x != *field && (x < 1 || x > 2048))
+        return Status::Error(w + "." + key + ": expected 1 to 2048 frames, got " + std::to_string(x));
       *field = static_cast<int>(x);
     }
   }

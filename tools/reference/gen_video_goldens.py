@@ -44,7 +44,7 @@ import qvl_reference as ref
 VIDEOS = ref.DATA / "videos"
 NPY = ref.DATA / "video_preprocess"
 CLIPS = ["h264_30fps_64x48.mp4", "vp9_25fps_70x50.webm", "h264_24fps_96x64.mkv", "mpeg4_15fps_80x60_rot90.mov",
-         "anim_10fps_48x40.gif", "anim_8fps_40x40.webp"]
+         "anim_10fps_48x40.gif", "anim_8fps_40x40.webp", "h264_bt709_full_72x40.mp4"]
 BAD = ["bad_truncated.mp4", "bad_garbage.mp4", "bad_still_1frame.mp4"]
 DEFAULT = (4096, 25165824)  # the checkpoint's video budgets (video_preprocessor_config.json: size)
 

@@ -13,6 +13,7 @@ black or white block per bit, least significant bit on the left).
   mpeg4_15fps_80x60_rot90.mov MPEG-4 Part 2, QuickTime, 15 fps, 30 frames of 80x60 with a display matrix
                               [0 1 0; -1 0 0; 0 0 1] in tkhd: shown turned 90 degrees clockwise (60x80); FFmpeg
                               reads the rotation as -90 (its counter-clockwise convention)
+  h264_bt709_full_72x40.mp4   H.264 tagged BT.709 matrix, full range, MP4, 30 fps, 20 frames
   anim_10fps_48x40.gif        GIF89a (Pillow), 12 palette frames, 100 ms each, loop 0, disposal 1
   anim_8fps_40x40.webp        animated WebP (Pillow, lossless), 8 frames, 125 ms each
   bad_truncated.mp4           h264_30fps_64x48.mp4 cut at 60% of its bytes (no moov box: unreadable)
@@ -57,8 +58,9 @@ def scene(w, h, i, n):
     return np.clip(np.rint(img), 0, 255).astype(np.uint8)
 
 
-def encode(path, codec, fmt, fps, w, h, n, options, rotation=None, frames=None, **ctx):
-    """Encodes n scenes with PyAV. ctx: codec-context attributes (gop_size, bit_rate, ...)."""
+def encode(path, codec, fmt, fps, w, h, n, options, rotation=None, frames=None, yuv=None, **ctx):
+    """Encodes n scenes with PyAV. ctx: codec-context attributes (gop_size, bit_rate, colorspace, ...); yuv: the
+    RGB -> YUV conversion's reformat arguments (dst_colorspace, dst_color_range)."""
     buf = io.BytesIO()
     with av.open(buf, "w", format=fmt, options={"fflags": "+bitexact"}) as c:
         s = c.add_stream(codec, rate=Fraction(fps))
@@ -72,7 +74,7 @@ def encode(path, codec, fmt, fps, w, h, n, options, rotation=None, frames=None, 
             s.set_display_rotation(rotation)
         for i in range(n):
             f = av.VideoFrame.from_ndarray(frames[i] if frames is not None else scene(w, h, i, n), format="rgb24")
-            f = f.reformat(format="yuv420p")
+            f = f.reformat(format="yuv420p", **(yuv or {}))
             f.pts = i
             for p in s.encode(f):
                 c.mux(p)
@@ -100,6 +102,10 @@ def main():
            {"preset": "medium", "crf": "30", "profile": "baseline"}, gop_size=20)
     encode("mpeg4_15fps_80x60_rot90.mov", "mpeg4", "mov", 15, 80, 60, 30, {}, rotation=-90, gop_size=10,
            bit_rate=150000)
+    # BT.709 matrix, full range, tagged in the stream (as phones and HD cameras write): the RGB conversion must
+    # follow the tags; 72 wide, not a multiple of 16.
+    encode("h264_bt709_full_72x40.mp4", "libx264", "mp4", 30, 72, 40, 20, x264, gop_size=10,
+           yuv={"dst_colorspace": "ITU709", "dst_color_range": "JPEG"}, colorspace=1, color_range=2)  # AVCOL_SPC_BT709, AVCOL_RANGE_JPEG
 
     # GIF: palette frames (a fixed 6x6x6 palette, no dithering); Pillow stores each frame after the first as
     # the rectangle that changed, over the previous one (disposal 1).
