@@ -5,13 +5,17 @@
 #include <cstring>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/generate.h"
+#include "engine/session.h"
 #include "io/gguf.h"
 #include "io/image.h"
 #include "model/gguf_export.h"
 #include "model/test_model.h"
 #include "tensor/quant.h"
 #include "test_paths.h"
+#include "util/file.h"
 #include "util/thread_pool.h"
 
 namespace qvl {
@@ -93,12 +97,117 @@ TEST(GgufModel, WrittenGgufHoldsQvlsBlocksAndLoadsAgain) {
     auto back = Model::load(out, types);
     ASSERT_TRUE(back.ok()) << back.status().message();
     EXPECT_EQ(answer(**back).size(), 8u);
+    EXPECT_FALSE((*back)->tokenizer_from_gguf());  // the tokenizer.json copied beside the files
+    // Without tokenizer.json beside the files the tokenizer comes from the GGUF's metadata, and gives
+    // transformers' ids on every tokenizer golden, in both modes, and the same decoded text.
+    fs::remove(fs::path(out) / "tokenizer.json");
+    auto meta = Model::load(out, types);
+    ASSERT_TRUE(meta.ok()) << meta.status().message();
+    EXPECT_TRUE((*meta)->tokenizer_from_gguf());
+    EXPECT_EQ(answer(**meta), answer(**back));
+    {
+      const Tokenizer& tok = (*meta)->tokenizer();
+      EXPECT_EQ(tok.vocab_size(), (*src)->tokenizer().vocab_size());
+      auto text = read_file_text(test::data_dir() + "/tokenizer_golden.json");
+      ASSERT_TRUE(text.ok());
+      const auto golden = nlohmann::json::parse(*text);
+      int checked = 0;
+      for (const auto& c : golden["cases"]) {
+        const std::string s = c["text"];
+        ASSERT_EQ(tok.encode(s, true), c["ids"].get<std::vector<int32_t>>()) << s;
+        ASSERT_EQ(tok.encode(s, false), c["ids_user"].get<std::vector<int32_t>>()) << s;
+        ASSERT_EQ(tok.decode(c["ids"].get<std::vector<int32_t>>()), c["decoded"].get<std::string>()) << s;
+        ++checked;
+      }
+      EXPECT_GT(checked, 1000);
+      EXPECT_EQ((*meta)->chat_template(), (*src)->chat_template());
+    }
     if (t == WeightType::kF32) {  // float: the same model exactly
       auto direct = Model::load(o.out_dir, types);
       ASSERT_TRUE(direct.ok()) << direct.status().message();
       EXPECT_EQ(answer(**back), answer(**direct));
     }
   }
+  std::error_code ec;
+  fs::remove_all(root, ec);
+}
+
+// A GGUF with K-quant matrices (q4_k_m: Q4_K, Q6_K where llama-quantize puts more bits, Q8_0 where a row is
+// not whole super-blocks): each K-quant matrix is dequantized and stored in the type asked for at load, one
+// tensor at a time; in f32 it holds exactly ggml's dequantized values, and the answers stay close to the
+// float model's.
+TEST(GgufModel, KQuantMatricesAreStoredInTheTypeAskedFor) {
+  const fs::path root = fs::temp_directory_path() / ("qvl-test-gguf-kquant-" + std::to_string(::getpid()));
+  TestModelOptions o;
+  o.preset = "tiny";  // intermediate 256: the ffn_down rows are whole super-blocks; the 128-wide ones are not
+  o.seed = 5;
+  o.out_dir = (root / "st").string();
+  o.model_files_dir = test::model_files_dir();
+  ASSERT_TRUE(make_test_model(o).ok());
+  auto src = Model::load(o.out_dir);
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  GgufWriteTypes w;
+  w.text = "q4_k_m";
+  w.vision = "q8_0";
+  const std::string out = (root / "q4_k_m").string();
+  auto path = write_gguf_model(**src, w, out, "tiny");
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  auto f = GgufFile::open(*path);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  // 4 layers: use_more_bits holds for layers 2 (every third) and 3 (the last eighth).
+  EXPECT_EQ(f->tensor("blk.0.ffn_down.weight")->type, static_cast<uint32_t>(GgmlType::kQ4_K));
+  EXPECT_EQ(f->tensor("blk.1.ffn_down.weight")->type, static_cast<uint32_t>(GgmlType::kQ4_K));
+  EXPECT_EQ(f->tensor("blk.2.ffn_down.weight")->type, static_cast<uint32_t>(GgmlType::kQ6_K));
+  EXPECT_EQ(f->tensor("blk.3.ffn_down.weight")->type, static_cast<uint32_t>(GgmlType::kQ6_K));
+  EXPECT_EQ(f->tensor("blk.0.attn_q.weight")->type, static_cast<uint32_t>(GgmlType::kQ8_0));  // 128 columns
+  EXPECT_EQ(*f->get_uint("general.file_type"), 15u);  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+
+  const WeightTypes f32{WeightType::kF32, WeightType::kF32};
+  auto back = Model::load(out, f32);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  for (int layer : {0, 2}) {
+    SCOPED_TRACE(layer);
+    const GgufTensor* g = f->tensor("blk." + std::to_string(layer) + ".ffn_down.weight");
+    const Mat& m = (*back)->text().layers[static_cast<size_t>(layer)].down;
+    ASSERT_EQ(m.type, WeightType::kF32);
+    const int64_t cols = g->ne[0], rows = g->numel() / cols;
+    ASSERT_EQ(m.rows, rows);
+    std::vector<float> want(static_cast<size_t>(cols)), got(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      ASSERT_TRUE(gguf_dequantize_row(g->type, g->data + r * (g->bytes / rows), want.data(), cols).ok());
+      m.row_to_f32(r, got.data());
+      ASSERT_EQ(want, got) << "row " << r;
+    }
+  }
+  // Loaded with the default types (q8_0), it answers; in f32 its last-token logits stay near the float model's.
+  auto q8 = Model::load(out);
+  ASSERT_TRUE(q8.ok()) << q8.status().message();
+  EXPECT_EQ((*q8)->text().layers[0].down.type, WeightType::kQ8_0);
+  EXPECT_EQ(answer(**q8).size(), 8u);
+  auto direct = Model::load(o.out_dir, f32);
+  ASSERT_TRUE(direct.ok());
+  auto last_logits = [](const Model& m) {
+    ThreadPool pool(2);
+    Session s(m);
+    GenerateOptions g;
+    g.max_tokens = 1;
+    EXPECT_TRUE(s.start(pool, {user_message(0, "What is the capital of France?")}, {}, g).ok());
+    return s.logits();
+  };
+  // The yardstick: the same model with every text matrix in q4_0 (qvl's 4-bit type, integer products).
+  auto q4 = Model::load(o.out_dir, WeightTypes{WeightType::kQ4_0, WeightType::kF32});
+  ASSERT_TRUE(q4.ok());
+  const std::vector<float> a = last_logits(**back), b = last_logits(**direct), c = last_logits(**q4);
+  double diff = 0, diff_q4 = 0, ref = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    diff_q4 = std::max(diff_q4, std::fabs(static_cast<double>(c[i]) - b[i]));
+    ref = std::max(ref, std::fabs(static_cast<double>(b[i])));
+  }
+  std::printf("[gguf] last-token logits against the float model (max %.3g): q4_k_m ffn_down (f32 at load) %.3g, "
+              "q4_0 everywhere %.3g\n", ref, diff, diff_q4);
+  EXPECT_GT(diff, 0.0);      // the K-quant matrices changed something
+  EXPECT_LT(diff, diff_q4);  // ... less than 4-bit blocks of 32 in every matrix do
   std::error_code ec;
   fs::remove_all(root, ec);
 }

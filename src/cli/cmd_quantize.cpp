@@ -19,7 +19,10 @@ int cmd_quantize(const Args& args) {
   int threads = 0;  // Model::load: one per physical core
   add_model_option(cli, model_dir, ModelSpec::kDirectoryOrHubId)->required();
   cli.add_option("--out", out_dir, "the model directory to write")->type_name("DIR")->required();
-  add_weight_options(cli, types);
+  GgufWriteTypes gguf_types;
+  gguf_types.text = weight_type_name(*types.text);
+  gguf_types.vision = weight_type_name(*types.vision);
+  add_weight_options(cli, types, &gguf_types);
   cli.add_option("--format", format,
                  "qvl: a model directory qvl maps at start; gguf: llama.cpp's two Qwen3-VL GGUF files (text model + "
                  "mmproj), which qvl and other GGUF tools load")
@@ -36,18 +39,24 @@ int cmd_quantize(const Args& args) {
 
   const std::string& cmd = cli.command();
   const auto t0 = std::chrono::steady_clock::now();
+  if (format != "gguf") {
+    WeightType t;
+    for (const std::string* n : {&gguf_types.text, &gguf_types.vision})
+      if (!weight_type_from_name(*n, &t))
+        return fail(cmd, "--text-weights/--vision-weights " + *n + " is a GGUF type; use it with --format gguf "
+                         "(qvl's own files store f32, f16, bf16, q8_0 or q4_0)");
+  }
   if (format == "gguf") {
     // Written from the stored float weights, quantized as qvl quantizes them at load.
     auto model = Model::load(model_dir, WeightTypes{}, threads);
     if (!model.ok()) return fail(cmd, model.status().message());
     std::string name = std::filesystem::path(model_dir).filename().string();
     if (name.empty()) name = std::filesystem::path(model_dir).parent_path().filename().string();
-    auto path = write_gguf_model(**model, types, out_dir, name.empty() ? "model" : name);
+    auto path = write_gguf_model(**model, gguf_types, out_dir, name.empty() ? "model" : name);
     if (!path.ok()) return fail(cmd, path.status().message());
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "quantize: wrote %s and its mmproj (text %s, vision %s) in %.1f s\n", path->c_str(),
-                 weight_type_name(types.text.value_or(WeightType::kQ8_0)),
-                 weight_type_name(types.vision.value_or(WeightType::kQ8_0)), secs);
+                 gguf_types.text.c_str(), gguf_types.vision.c_str(), secs);
     return 0;
   }
   auto model = Model::load(model_dir, types, threads);

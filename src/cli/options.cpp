@@ -200,26 +200,29 @@ void add_thread_options(CLI::App& app, int& threads, bool* pin) {
 
 // ---- Weights -------------------------------------------------------------------------------------------------
 
-void add_weight_options(CLI::App& app, WeightTypes& types) {
-  auto add = [&](const std::string& name, std::optional<WeightType>& type, const std::string& what) {
+void add_weight_options(CLI::App& app, WeightTypes& types, GgufWriteTypes* gguf) {
+  auto add = [&](const std::string& name, std::optional<WeightType>& type, std::string* gguf_type, const std::string& what) {
+    const std::string list = gguf ? std::string(gguf_write_type_list()) + " (K-quants: --format gguf)" : type_list();
     app.add_option_function<std::string>(
            name,
-           [&type](const std::string& s) {
+           [&type, gguf_type](const std::string& s) {
              WeightType t;
              if (weight_type_from_name(s, &t)) type = t;
+             if (gguf_type) *gguf_type = s;
            },
-           "storage of the " + what + " weights, converted at load: " + type_list())
+           "storage of the " + what + " weights, converted at load: " + list)
         ->type_name("T")
         ->check(
-            [](const std::string& s) -> std::string {
+            [list, allow_gguf = gguf != nullptr](const std::string& s) -> std::string {
               WeightType t;
-              return weight_type_from_name(s, &t) ? std::string() : "unknown type '" + s + "' (" + type_list() + ")";
+              if (weight_type_from_name(s, &t) || (allow_gguf && is_gguf_write_type(s))) return std::string();
+              return "unknown type '" + s + "' (" + list + ")";
             },
             "")
         ->default_str(type ? weight_type_name(*type) : "as stored");
   };
-  add("--text-weights", types.text, "text decoder's");
-  add("--vision-weights", types.vision, "vision tower's");
+  add("--text-weights", types.text, gguf ? &gguf->text : nullptr, "text decoder's");
+  add("--vision-weights", types.vision, gguf ? &gguf->vision : nullptr, "vision tower's");
 }
 
 // ---- Context -------------------------------------------------------------------------------------------------
@@ -287,7 +290,7 @@ void add_video_options(CLI::App& app, VideoArgs& args) {
       ->default_str("the model's video_preprocessor_config.json");
   app.add_option("--max-frames", args.options.max_frames, "at most this many frames sampled from a video")
       ->type_name("N")
-      ->check(integer_in(2, 100000))
+      ->check(integer_in(1, 2048))
       ->default_str("768");
 }
 

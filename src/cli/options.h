@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "engine/generate.h"
+#include "model/gguf_export.h"
 #include "model/video_processor.h"
 #include "engine/sampler.h"
 #include "model/convert.h"
@@ -55,7 +56,9 @@ void add_thread_options(CLI::App& app, int& threads, bool* pin = nullptr);
 
 // ---- Weights: --text-weights T, --vision-weights T (f32, f16, bf16, q8_0, q4_0; default
 // default_weight_types()) -----------------------------------------------------------------------------------
-void add_weight_options(CLI::App& app, WeightTypes& types);
+// With `gguf` (qvl quantize): the GGUF types too (q4_k, q5_k, q6_k, q4_k_m, q5_k_m), recorded there by name;
+// `types` takes the names that are qvl storage types.
+void add_weight_options(CLI::App& app, WeightTypes& types, GgufWriteTypes* gguf = nullptr);
 
 // ---- Context: --ctx N (16..2^20), --kv-type f16|f32 ---------------------------------------------------------
 void add_context_options(CLI::App& app, int64_t& context, KVType& kv_type);

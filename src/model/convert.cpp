@@ -6,8 +6,6 @@
 
 namespace qvl {
 
-namespace {
-
 void narrow_row(const float* in, WeightType type, void* out, int64_t cols) {
   switch (type) {
     case WeightType::kF32:
@@ -27,8 +25,6 @@ void narrow_row(const float* in, WeightType type, void* out, int64_t cols) {
       return;
   }
 }
-
-}  // namespace
 
 WeightTypes default_weight_types() {
   // q8_0 for both towers: on the 2b preset the text KL divergence to the float path is ~1e-3 against ~0.2

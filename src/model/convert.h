@@ -22,6 +22,10 @@ struct WeightTypes {
 // The storage types qvl uses unless told otherwise, chosen from the accuracy table in BENCHMARKS.md.
 WeightTypes default_weight_types();
 
+// One float row stored as `type` (the conversion's own quantizers: a matrix narrowed here and one converted by
+// convert_matrix hold the same bytes).
+void narrow_row(const float* in, WeightType type, void* out, int64_t cols);
+
 // Owns converted matrices.
 using WeightArena = std::vector<std::unique_ptr<uint8_t[]>>;
 

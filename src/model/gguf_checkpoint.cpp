@@ -179,7 +179,7 @@ Result<GgufPair> locate_gguf_pair(const std::string& path) {
                        "its quantization or F16; keep one");
 }
 
-Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pair) {
+Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pair, const WeightTypes& types) {
   auto ck = std::make_unique<GgufCheckpoint>();
   QVL_ASSIGN_OR_RETURN(GgufFile text, GgufFile::open(pair.text));
   QVL_ASSIGN_OR_RETURN(GgufFile vis, GgufFile::open(pair.mmproj));
@@ -258,17 +258,38 @@ Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pai
   std::vector<TensorView> views;
   std::map<std::string, std::string> meta;
   uint64_t bytes = 0;
-  auto add_owned = [&](const std::string& name, std::vector<int64_t> shape, std::unique_ptr<float[]> data, size_t n) {
-    views.push_back(TensorView{name, DType::kF32, std::move(shape), reinterpret_cast<const uint8_t*>(data.get()), n * 4});
+  auto add_owned = [&](const std::string& name, std::vector<int64_t> shape, std::unique_ptr<uint8_t[]> data, size_t n) {
+    views.push_back(TensorView{name, DType::kF32, std::move(shape), data.get(), n * 4});
     ck->owned.push_back(std::move(data));
   };
-  auto dequantized = [&](const GgufTensor& t) {
+  auto dequantized = [&](const GgufTensor& t) {  // [numel] floats
     const size_t n = static_cast<size_t>(t.numel());
-    auto out = std::make_unique<float[]>(n);
+    auto out = std::make_unique<uint8_t[]>(n * sizeof(float));
+    float* f = reinterpret_cast<float*>(out.get());
     const int64_t cols = t.ne[0], rows = t.numel() / cols;
     const uint64_t row_bytes = t.bytes / static_cast<uint64_t>(rows);
-    for (int64_t r = 0; r < rows; ++r) (void)gguf_dequantize_row(t.type, t.data + r * row_bytes, out.get() + r * cols, cols);
+    for (int64_t r = 0; r < rows; ++r) (void)gguf_dequantize_row(t.type, t.data + r * row_bytes, f + r * cols, cols);
     return out;
+  };
+  // A K-quant matrix dequantized row by row straight into `target` (one float row at a time).
+  auto requantized = [&](const GgufTensor& t, const std::string& name, WeightType target) {
+    const int64_t cols = t.ne[0], rows = t.numel() / cols;
+    const uint64_t src_row = t.bytes / static_cast<uint64_t>(rows);
+    const size_t rb = row_bytes(target, cols);
+    auto out = std::make_unique<uint8_t[]>(rb * static_cast<size_t>(rows));
+    std::vector<float> row(static_cast<size_t>(cols));  // [cols]
+    for (int64_t r = 0; r < rows; ++r) {
+      (void)gguf_dequantize_row(t.type, t.data + r * src_row, row.data(), cols);
+      narrow_row(row.data(), target, out.get() + rb * static_cast<size_t>(r), cols);
+    }
+    if (is_quantized(target)) {
+      views.push_back({name, DType::kU8, {rows, static_cast<int64_t>(rb)}, out.get(), rb * static_cast<size_t>(rows)});
+      meta["qvl.quantized." + name] = weight_type_name(target);
+    } else {
+      const DType d = target == WeightType::kF16 ? DType::kF16 : target == WeightType::kBF16 ? DType::kBF16 : DType::kF32;
+      views.push_back({name, d, {rows, cols}, out.get(), rb * static_cast<size_t>(rows)});
+    }
+    ck->owned.push_back(std::move(out));
   };
   for (const GgufFile* f : {&text, &vis}) {
     for (const GgufTensor& t : f->tensors()) {
@@ -293,8 +314,17 @@ Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pai
           meta["qvl.quantized." + name] = t.type == static_cast<uint32_t>(GgmlType::kQ8_0) ? "q8_0" : "q4_0";
           break;
         }
-        default:
-          add_owned(name, shape, dequantized(t), static_cast<size_t>(t.numel()));
+        default: {
+          // K-quants. Matrices (not the token or position embedding, read by rows as stored) go straight to the
+          // type asked for; q8_0 when the stored type is to be kept.
+          const bool matrix = shape.size() == 2 && t.name != "token_embd.weight" && t.name != "v.position_embd.weight";
+          if (matrix) {
+            const std::optional<WeightType>& asked = f == &text ? types.text : types.vision;
+            requantized(t, name, asked.value_or(WeightType::kQ8_0));
+          } else {
+            add_owned(name, shape, dequantized(t), static_cast<size_t>(t.numel()));
+          }
+        }
       }
     }
   }
@@ -307,16 +337,19 @@ Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pai
   {
     const std::vector<int64_t> s = p0->shape();  // [out, 3, p, p]
     const int64_t out_c = s[0], plane = s[1] * s[2] * s[3];
-    auto a = dequantized(*p0), b = dequantized(*p1);
+    auto a_bytes = dequantized(*p0), b_bytes = dequantized(*p1);
+    const float* a = reinterpret_cast<const float*>(a_bytes.get());
+    const float* b = reinterpret_cast<const float*>(b_bytes.get());
     const size_t n = static_cast<size_t>(out_c * plane * 2);
-    auto w = std::make_unique<float[]>(n);  // [out, 3, 2, p, p]
+    auto w_bytes = std::make_unique<uint8_t[]>(n * sizeof(float));  // [out, 3, 2, p, p]
+    float* w = reinterpret_cast<float*>(w_bytes.get());
     const int64_t pp = s[2] * s[3];
     for (int64_t o = 0; o < out_c; ++o)
       for (int64_t c = 0; c < s[1]; ++c)
         for (int64_t t = 0; t < 2; ++t)
-          std::memcpy(w.get() + ((o * s[1] + c) * 2 + t) * pp, (t == 0 ? a : b).get() + (o * s[1] + c) * pp,
+          std::memcpy(w + ((o * s[1] + c) * 2 + t) * pp, (t == 0 ? a : b) + (o * s[1] + c) * pp,
                       static_cast<size_t>(pp) * sizeof(float));
-    add_owned("model.visual.patch_embed.proj.weight", {out_c, s[1], 2, s[2], s[3]}, std::move(w), n);
+    add_owned("model.visual.patch_embed.proj.weight", {out_c, s[1], 2, s[2], s[3]}, std::move(w_bytes), n);
   }
   bytes = 0;
   for (const GgufFile* f : {&text, &vis})

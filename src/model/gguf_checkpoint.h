@@ -7,8 +7,10 @@
 //   - the patch embedding, which llama.cpp's converter splits into its two time slices
 //     (v.patch_embd.weight and v.patch_embd.weight.1), is stacked back into the Conv3d kernel;
 //   - F32, F16 and BF16 tensors are views into the mapped file; Q8_0 and Q4_0 rows are GGUF's blocks, which
-//     are qvl's own, bound as they are; K-quant tensors (Q4_K, Q5_K, Q6_K) are dequantized to float at load
-//     (exactly as ggml does; no K-quant kernels yet), and quantized again by --text-weights/--vision-weights.
+//     are qvl's own, bound as they are; K-quant matrices (Q4_K, Q5_K, Q6_K) are dequantized exactly as ggml
+//     does and stored at once in the type asked for (--text-weights/--vision-weights; q8_0 when the stored
+//     type is to be kept: qvl has no K-quant kernels yet), one tensor at a time, so memory peaks at one float
+//     tensor; other K-quant tensors (the token embedding) are kept as float.
 #pragma once
 
 #include <map>
@@ -18,13 +20,14 @@
 
 #include "io/gguf.h"
 #include "io/safetensors.h"
+#include "model/convert.h"
 #include "util/status.h"
 
 namespace qvl {
 
 struct GgufCheckpoint {
   std::vector<GgufFile> files;                      // the text model, then the mmproj
-  std::vector<std::unique_ptr<float[]>> owned;      // tensors rebuilt or dequantized at load
+  std::vector<std::unique_ptr<uint8_t[]>> owned;    // tensors rebuilt, dequantized or requantized at load
   std::string config_json;                          // a transformers config.json
   std::string chat_template;                        // tokenizer.chat_template, if the file has one
   SafetensorsModel weights;                         // the tensors under transformers' names
@@ -40,7 +43,8 @@ Result<GgufPair> locate_gguf_pair(const std::string& path);
 // True for a .gguf file, or a directory with .gguf files and no config.json.
 bool is_gguf_model(const std::string& path);
 
-Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pair);
+// `types`: what K-quant matrices become (see above); the rest is bound as stored.
+Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pair, const WeightTypes& types = {});
 
 // llama.cpp's name for a transformers tensor name ("" for the patch embedding, which is split, and for names
 // outside the layout); `deepstack` is vision_config.deepstack_visual_indexes.

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/gguf.h"
+#include "io/kquant.h"
 #include "model/gguf_checkpoint.h"
 #include "tensor/dtype.h"
 #include "tensor/quant.h"
@@ -23,15 +24,25 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-GgmlType ggml_of(WeightType t) {
-  switch (t) {
-    case WeightType::kF32: return GgmlType::kF32;
-    case WeightType::kF16: return GgmlType::kF16;
-    case WeightType::kBF16: return GgmlType::kBF16;
-    case WeightType::kQ8_0: return GgmlType::kQ8_0;
-    case WeightType::kQ4_0: return GgmlType::kQ4_0;
-  }
-  return GgmlType::kF32;
+// A GGUF write type's base GGML type and its mix rule.
+struct WriteType {
+  GgmlType base = GgmlType::kQ8_0;
+  bool mix = false;       // q4_k_m / q5_k_m: Q6_K for the LM head and some attn_v / ffn_down matrices
+  uint32_t file_type = 7;  // general.file_type (llama.cpp's LLAMA_FTYPE_MOSTLY_*)
+};
+
+bool parse_write_type(const std::string& n, WriteType* out) {
+  static const std::pair<const char*, WriteType> kTypes[] = {
+      {"f32", {GgmlType::kF32, false, 0}},   {"f16", {GgmlType::kF16, false, 1}},     {"bf16", {GgmlType::kBF16, false, 32}},
+      {"q8_0", {GgmlType::kQ8_0, false, 7}}, {"q4_0", {GgmlType::kQ4_0, false, 2}},   {"q4_k", {GgmlType::kQ4_K, false, 14}},
+      {"q5_k", {GgmlType::kQ5_K, false, 16}}, {"q6_k", {GgmlType::kQ6_K, false, 18}}, {"q4_k_m", {GgmlType::kQ4_K, true, 15}},
+      {"q5_k_m", {GgmlType::kQ5_K, true, 17}}};
+  for (const auto& [name, t] : kTypes)
+    if (n == name) {
+      *out = t;
+      return true;
+    }
+  return false;
 }
 
 // The tensor's values in `type`, row by row, from its stored float dtype.
@@ -54,28 +65,72 @@ std::vector<uint8_t> encode(const TensorView& t, GgmlType type) {
         break;
       case GgmlType::kQ8_0: quantize_row_q8_0_ref(row.data(), reinterpret_cast<BlockQ8_0*>(dst), cols); break;
       case GgmlType::kQ4_0: quantize_row_q4_0_ref(row.data(), reinterpret_cast<BlockQ4_0*>(dst), cols); break;
+      case GgmlType::kQ4_K: quantize_row_q4_k(row.data(), dst, cols); break;
+      case GgmlType::kQ5_K: quantize_row_q5_k(row.data(), dst, cols); break;
+      case GgmlType::kQ6_K: quantize_row_q6_k(row.data(), dst, cols); break;
       default: break;
     }
   }
   return out;
 }
 
-// llama.cpp's type rule: 1-D tensors, norms and biases F32; matrices the requested type; where a row is not
-// whole blocks, F16 (llama.cpp's fallback), or BF16 from a BF16 checkpoint, which keeps the values exact.
-GgmlType type_for(const std::string& gguf_name, const TensorView& t, WeightType wanted) {
+// The layer of a "blk.N." tensor, or -1.
+int64_t layer_of(const std::string& g) {
+  if (g.rfind("blk.", 0) != 0) return -1;
+  int64_t n = 0;
+  size_t i = 4;
+  for (; i < g.size() && g[i] >= '0' && g[i] <= '9'; ++i) n = n * 10 + (g[i] - '0');
+  return i > 4 && i < g.size() && g[i] == '.' ? n : -1;
+}
+
+// llama.cpp's type rule: 1-D tensors, norms and biases F32; matrices the requested type (a mix: Q6_K for the
+// LM head, and for attn_v / ffn_down where llama-quantize's use_more_bits holds: the first and last eighth of
+// the layers and every third layer between); where a row is not whole blocks, Q8_0 for a K-quant whose rows
+// are whole 32-value blocks, else F16 (llama.cpp's fallback), or BF16 from a BF16 checkpoint, which keeps
+// the values exact.
+GgmlType type_for(const std::string& gguf_name, const TensorView& t, const WriteType& wanted, int64_t n_layers) {
   if (t.shape.size() <= 1 || ends_with(gguf_name, "_norm.weight") || !ends_with(gguf_name, ".weight")) return GgmlType::kF32;
-  const GgmlType g = ggml_of(wanted);
-  if (ggml_block_values(g) > 1 && t.shape.back() % ggml_block_values(g) != 0)
+  GgmlType g = wanted.base;
+  if (wanted.mix) {
+    const int64_t i = layer_of(gguf_name);
+    const bool more_bits = i >= 0 && (i < n_layers / 8 || i >= 7 * n_layers / 8 || (i - n_layers / 8) % 3 == 2);
+    if (gguf_name == "output.weight" ||
+        (more_bits && (ends_with(gguf_name, ".attn_v.weight") || ends_with(gguf_name, ".ffn_down.weight"))))
+      g = GgmlType::kQ6_K;
+  }
+  const int64_t cols = t.shape.back();
+  if (ggml_block_values(g) > 1 && cols % ggml_block_values(g) != 0) {
+    if (ggml_block_values(g) == 256 && cols % 32 == 0) return GgmlType::kQ8_0;
     return t.dtype == DType::kBF16 ? GgmlType::kBF16 : GgmlType::kF16;
+  }
   return g;
 }
 
 }  // namespace
 
+bool is_gguf_write_type(const std::string& name) {
+  WriteType t;
+  return parse_write_type(name, &t);
+}
+
+const char* gguf_write_type_list() { return "f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q4_k_m, q5_k_m"; }
+
 Result<std::string> write_gguf_model(const Model& model, const WeightTypes& types, const std::string& out_dir,
                                      const std::string& name) {
-  const WeightType text_type = types.text.value_or(WeightType::kQ8_0), vision_type = types.vision.value_or(WeightType::kQ8_0);
-  const std::string tname = weight_type_name(text_type);
+  GgufWriteTypes w;
+  w.text = weight_type_name(types.text.value_or(WeightType::kQ8_0));
+  w.vision = weight_type_name(types.vision.value_or(WeightType::kQ8_0));
+  return write_gguf_model(model, w, out_dir, name);
+}
+
+Result<std::string> write_gguf_model(const Model& model, const GgufWriteTypes& types, const std::string& out_dir,
+                                     const std::string& name) {
+  WriteType text_type, vision_type;
+  if (!parse_write_type(types.text, &text_type))
+    return Status::Error("GGUF text type '" + types.text + "' is not one of " + gguf_write_type_list());
+  if (!parse_write_type(types.vision, &vision_type))
+    return Status::Error("GGUF vision type '" + types.vision + "' is not one of " + gguf_write_type_list());
+  const std::string tname = types.text;
   const ModelConfig& c = model.config();
   const SafetensorsModel& ck = model.checkpoint();
   for (const TensorView& t : ck.tensors())
@@ -104,8 +159,7 @@ Result<std::string> write_gguf_model(const Model& model, const WeightTypes& type
   text.add_f32("qwen3vl.attention.layer_norm_rms_epsilon", static_cast<float>(c.text.rms_norm_eps));
   text.add_u32("qwen3vl.attention.key_length", static_cast<uint32_t>(c.text.head_dim));
   text.add_u32("qwen3vl.attention.value_length", static_cast<uint32_t>(c.text.head_dim));
-  text.add_u32("general.file_type", text_type == WeightType::kQ8_0 ? 7 : text_type == WeightType::kQ4_0 ? 2
-                                    : text_type == WeightType::kF16 ? 1 : text_type == WeightType::kBF16 ? 32 : 0);
+  text.add_u32("general.file_type", text_type.file_type);
   text.add_u32("qwen3vl.n_deepstack_layers", static_cast<uint32_t>(c.vision.deepstack_visual_indexes.size()));
   // The tokenizer as llama.cpp's gpt2-style vocabulary, from tokenizer.json.
   {
@@ -150,8 +204,7 @@ Result<std::string> write_gguf_model(const Model& model, const WeightTypes& type
   vis.add_string("general.architecture", "clip");
   vis.add_string("general.type", "mmproj");
   vis.add_string("general.name", name);
-  vis.add_u32("general.file_type", vision_type == WeightType::kQ8_0 ? 7 : vision_type == WeightType::kQ4_0 ? 2
-                                   : vision_type == WeightType::kF16 ? 1 : vision_type == WeightType::kBF16 ? 32 : 0);
+  vis.add_u32("general.file_type", vision_type.file_type);
   vis.add_bool("clip.has_vision_encoder", true);
   vis.add_u32("clip.vision.projection_dim", static_cast<uint32_t>(c.text.hidden_size));
   vis.add_u32("clip.vision.image_size", static_cast<uint32_t>(std::lround(std::sqrt(c.vision.num_position_embeddings)) * c.vision.patch_size));
@@ -180,7 +233,7 @@ Result<std::string> write_gguf_model(const Model& model, const WeightTypes& type
       std::vector<float> all(static_cast<size_t>(t.numel()));
       const Mat m{weight_type_of(t.dtype), 1, t.numel(), t.data};
       m.row_to_f32(0, all.data());
-      const GgmlType pt = vision_type == WeightType::kF16 ? GgmlType::kF16 : GgmlType::kF32;
+      const GgmlType pt = vision_type.base == GgmlType::kF16 ? GgmlType::kF16 : GgmlType::kF32;
       for (int64_t slice = 0; slice < 2; ++slice) {
         std::vector<float> part(static_cast<size_t>(out_c * ch * pp));
         for (int64_t oc = 0; oc < out_c * ch; ++oc)
@@ -194,12 +247,14 @@ Result<std::string> write_gguf_model(const Model& model, const WeightTypes& type
     const std::string g = gguf_tensor_name(t.name, deepstack);
     if (g.empty()) return Status::Error(model.dir() + ": tensor " + t.name + " has no place in llama.cpp's Qwen3-VL layout");
     const bool vision = g.rfind("v.", 0) == 0 || g.rfind("mm.", 0) == 0;
-    const GgmlType type = g == "v.position_embd.weight" ? GgmlType::kF32 : type_for(g, t, vision ? vision_type : text_type);
+    const GgmlType type = g == "v.position_embd.weight"
+                              ? GgmlType::kF32
+                              : type_for(g, t, vision ? vision_type : text_type, vision ? c.vision.depth : c.text.num_hidden_layers);
     (vision ? vis : text).add_tensor(g, t.shape, type, encode(t, type));
   }
   const std::string text_path = (fs::path(out_dir) / (name + "-" + tname + ".gguf")).string();
   QVL_RETURN_IF_ERROR(text.write(text_path));
-  QVL_RETURN_IF_ERROR(vis.write((fs::path(out_dir) / ("mmproj-" + name + "-" + weight_type_name(vision_type) + ".gguf")).string()));
+  QVL_RETURN_IF_ERROR(vis.write((fs::path(out_dir) / ("mmproj-" + name + "-" + types.vision + ".gguf")).string()));
   // The small files qvl reads beside a GGUF model (no config.json: the folder is a GGUF model).
   for (const char* f : {"tokenizer.json", "generation_config.json", "preprocessor_config.json",
                         "video_preprocessor_config.json", "chat_template.json"}) {

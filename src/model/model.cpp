@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -63,36 +64,59 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const WeightT
   return m;
 }
 
-// A GGUF pair (llama.cpp's layout): config and weights from the files; the tokenizer, processor and generation
-// configs from a tokenizer.json beside them, else the ones qvl ships for the Qwen3-VL family, when the
-// file's vocabulary is that tokenizer's; the chat template from the file's tokenizer.chat_template.
+// A GGUF pair (llama.cpp's layout): config and weights from the files; the tokenizer from a tokenizer.json
+// beside them (checked against the file's vocabulary), else from the file's own metadata; the processor and
+// generation configs from beside them, else the ones qvl ships for the Qwen3-VL family; the chat template
+// from the file's tokenizer.chat_template.
 Result<std::unique_ptr<Model>> Model::load_gguf(const std::string& path, const WeightTypes& types, int threads) {
   QVL_ASSIGN_OR_RETURN(GgufPair pair, locate_gguf_pair(path));
-  QVL_ASSIGN_OR_RETURN(std::unique_ptr<GgufCheckpoint> ck, open_gguf_checkpoint(pair));
+  QVL_ASSIGN_OR_RETURN(std::unique_ptr<GgufCheckpoint> ck, open_gguf_checkpoint(pair, types));
   std::unique_ptr<Model> m(new Model());
   m->dir_ = path;
   QVL_ASSIGN_OR_RETURN(m->config_, ModelConfig::parse(ck->config_json, pair.text + " (its metadata as config.json)"));
   std::string files = std::filesystem::path(pair.text).parent_path().string();
-  if (!std::filesystem::exists(std::filesystem::path(files) / "tokenizer.json")) {
+  const bool tokenizer_beside = std::filesystem::exists(std::filesystem::path(files) / "tokenizer.json");
+  if (!tokenizer_beside) {
     QVL_ASSIGN_OR_RETURN(files, bundled_model_files_dir());
   }
   m->files_dir_ = files;
   QVL_ASSIGN_OR_RETURN(m->generation_, GenerationConfig::load(files));
-  QVL_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::load(files));
-  if (auto tokens = ck->files[0].get_strings("tokenizer.ggml.tokens"); tokens.ok()) {
-    // The file's own vocabulary must be the tokenizer's: the same count and the same strings where both have them.
-    // (llama.cpp pads the list to the embedding's rows with [PADn] entries.)
-    const int64_t n = tok.vocab_size();
-    bool same = static_cast<int64_t>(tokens->size()) >= n;
-    for (int64_t id = 0; same && id < n; id += std::max<int64_t>(1, n / 97))
-      same = tok.vocab_token_id((*tokens)[static_cast<size_t>(id)]) == id;
-    if (same) same = tok.vocab_token_id((*tokens)[static_cast<size_t>(n - 1)]) == n - 1;
-    if (!same)
-      return Status::Error(pair.text + ": its vocabulary (" + std::to_string(tokens->size()) + " tokens) is not the Qwen3-VL "
-                           "tokenizer's in " + files + " (" + std::to_string(tok.vocab_size()) + "); put the model's "
+  const GgufFile& meta = ck->files[0];
+  auto tokens = meta.get_strings("tokenizer.ggml.tokens");
+  std::optional<Tokenizer> tok;
+  if (!tokenizer_beside && tokens.ok()) {
+    // The file's own tokenizer (llama.cpp's gpt2-style vocabulary with the Qwen2 pre-tokenizer).
+    auto kind_value = meta.get_string("tokenizer.ggml.model");
+    auto pre_value = meta.get_string("tokenizer.ggml.pre");
+    const std::string model_kind = kind_value.ok() ? *kind_value : std::string();
+    const std::string pre = pre_value.ok() ? *pre_value : std::string();
+    if (model_kind != "gpt2" || pre != "qwen2")
+      return Status::Error(pair.text + ": its tokenizer is tokenizer.ggml.model '" + model_kind + "', pre '" + pre +
+                           "'; qvl reads the byte-level BPE of Qwen2/Qwen3 ('gpt2', 'qwen2'); put the model's "
                            "tokenizer.json beside the .gguf file");
+    QVL_ASSIGN_OR_RETURN(std::vector<int64_t> types, meta.get_ints("tokenizer.ggml.token_type"));
+    QVL_ASSIGN_OR_RETURN(std::vector<std::string> merges, meta.get_strings("tokenizer.ggml.merges"));
+    QVL_ASSIGN_OR_RETURN(Tokenizer t, Tokenizer::from_gguf(*tokens, types, merges, pair.text));
+    tok.emplace(std::move(t));
+    m->tokenizer_from_gguf_ = true;
+  } else {
+    QVL_ASSIGN_OR_RETURN(Tokenizer t, Tokenizer::load(files));
+    tok.emplace(std::move(t));
+    if (tokens.ok()) {
+      // The file's own vocabulary must be the tokenizer's: the same count and the same strings where both have
+      // them. (llama.cpp pads the list to the embedding's rows with [PADn] entries.)
+      const int64_t n = tok->vocab_size();
+      bool same = static_cast<int64_t>(tokens->size()) >= n;
+      for (int64_t id = 0; same && id < n; id += std::max<int64_t>(1, n / 97))
+        same = tok->vocab_token_id((*tokens)[static_cast<size_t>(id)]) == id;
+      if (same) same = tok->vocab_token_id((*tokens)[static_cast<size_t>(n - 1)]) == n - 1;
+      if (!same)
+        return Status::Error(pair.text + ": its vocabulary (" + std::to_string(tokens->size()) + " tokens) is not the "
+                             "Qwen3-VL tokenizer's in " + files + " (" + std::to_string(tok->vocab_size()) + "); put the "
+                             "model's tokenizer.json beside the .gguf file");
+    }
   }
-  m->tokenizer_ = std::make_unique<Tokenizer>(std::move(tok));
+  m->tokenizer_ = std::make_unique<Tokenizer>(std::move(*tok));
   if (!ck->chat_template.empty()) {
     m->chat_template_ = chat_template_kind(ck->chat_template);
   } else {

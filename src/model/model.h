@@ -44,6 +44,8 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const GenerationConfig& generation() const { return generation_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
+  // True when the tokenizer was built from a GGUF's metadata (no tokenizer.json beside the file).
+  bool tokenizer_from_gguf() const { return tokenizer_from_gguf_; }
   // Which chat template the checkpoint ships (chat_template.json, chat_template.jinja or tokenizer_config.json):
   // Instruct, or Thinking (reasoning in a <think> block the generation prompt opens).
   ChatTemplateKind chat_template() const { return chat_template_; }
@@ -78,6 +80,7 @@ class Model {
   std::unique_ptr<Tokenizer> tokenizer_;
   ChatTemplateKind chat_template_ = ChatTemplateKind::kInstruct;
   ImageProcessorConfig image_config_;
+  bool tokenizer_from_gguf_ = false;
   VideoProcessorConfig video_config_;
   SafetensorsModel weights_;
   VisionW vision_;

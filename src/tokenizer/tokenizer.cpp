@@ -59,28 +59,87 @@ Result<Tokenizer> Tokenizer::load(const std::string& path) {
   if (!model.is_object() || model.value("type", "") != "BPE") return fail("model.type is not \"BPE\"");
   if (!model["vocab"].is_object()) return fail("model.vocab is missing");
   if (!model["merges"].is_array()) return fail("model.merges is missing");
-
-  Tokenizer t;
-  const std::vector<int> inv = unicode_to_byte_table();
-  size_t n_ids = 0;
+  std::vector<std::pair<std::string, int64_t>> vocab;
+  vocab.reserve(model["vocab"].size());
   for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() > (1 << 24))
-      return fail("vocab entry \"" + it.key() + "\" has a bad id");
-    n_ids = std::max(n_ids, static_cast<size_t>(it.value().get<int64_t>()) + 1);
+    if (!it.value().is_number_integer()) return fail("vocab entry \"" + it.key() + "\" has a bad id");
+    vocab.emplace_back(it.key(), it.value().get<int64_t>());
   }
+  std::vector<std::pair<std::string, std::string>> merges;
+  merges.reserve(model["merges"].size());
+  for (const auto& m : model["merges"]) {
+    if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+    } else if (m.is_string()) {  // older format: "left right"
+      const std::string s = m.get<std::string>();
+      size_t sp = s.find(' ', 1);
+      if (sp == std::string::npos) return fail("merge \"" + s + "\" has no space");
+      merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+    } else {
+      return fail("merge #" + std::to_string(merges.size()) + " is neither [a, b] nor \"a b\"");
+    }
+  }
+  std::vector<AddedToken> added;
   for (const auto& a : j["added_tokens"]) {
     if (!a.is_object() || !a["id"].is_number_integer() || !a["content"].is_string())
       return fail("an added_tokens entry lacks id or content");
-    n_ids = std::max(n_ids, static_cast<size_t>(a["id"].get<int64_t>()) + 1);
+    const int64_t id = a["id"].get<int64_t>();
+    if (id < 0 || id > (1 << 24)) return fail("added token \"" + a["content"].get<std::string>() + "\" has a bad id");
+    added.push_back({static_cast<int32_t>(id), a["content"].get<std::string>(), a.value("special", false)});
   }
+  return build(vocab, merges, std::move(added), file);
+}
+
+Result<Tokenizer> Tokenizer::from_gguf(const std::vector<std::string>& tokens, const std::vector<int64_t>& types,
+                                       const std::vector<std::string>& merges_text, const std::string& where) {
+  if (types.size() != tokens.size())
+    return Status::Error(where + ": tokenizer.ggml.token_type has " + std::to_string(types.size()) +
+                         " entries, tokenizer.ggml.tokens " + std::to_string(tokens.size()));
+  std::vector<std::pair<std::string, int64_t>> vocab;
+  std::vector<AddedToken> added;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    switch (types[i]) {
+      case 1: vocab.emplace_back(tokens[i], static_cast<int64_t>(i)); break;                         // NORMAL
+      case 3: added.push_back({static_cast<int32_t>(i), tokens[i], true}); break;                     // CONTROL
+      case 4: added.push_back({static_cast<int32_t>(i), tokens[i], false}); break;                    // USER_DEFINED
+      case 5: break;                                                                                  // UNUSED (padding)
+      default:
+        return Status::Error(where + ": token " + std::to_string(i) + " has type " + std::to_string(types[i]) +
+                             "; a gpt2-style (byte-level BPE) vocabulary has types 1, 3, 4 and 5");
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> merges;
+  merges.reserve(merges_text.size());
+  for (const std::string& m : merges_text) {
+    const size_t sp = m.find(' ', 1);
+    if (sp == std::string::npos) return Status::Error(where + ": merge \"" + m + "\" has no space");
+    merges.emplace_back(m.substr(0, sp), m.substr(sp + 1));
+  }
+  return build(vocab, merges, std::move(added), where);
+}
+
+Result<Tokenizer> Tokenizer::build(const std::vector<std::pair<std::string, int64_t>>& vocab,
+                                   const std::vector<std::pair<std::string, std::string>>& merges,
+                                   std::vector<AddedToken> added, const std::string& where) {
+  auto fail = [&](const std::string& what) {
+    return Status::Error(where + ": " + what + " (expected a byte-level BPE vocabulary of the Qwen2/Qwen3 family)");
+  };
+  Tokenizer t;
+  const std::vector<int> inv = unicode_to_byte_table();
+  size_t n_ids = 0;
+  for (const auto& [text, id] : vocab) {
+    if (id < 0 || id > (1 << 24)) return fail("vocab entry \"" + text + "\" has a bad id");
+    n_ids = std::max(n_ids, static_cast<size_t>(id) + 1);
+  }
+  for (const AddedToken& a : added) n_ids = std::max(n_ids, static_cast<size_t>(a.id) + 1);
   t.id_to_bytes_.resize(n_ids);
   t.special_.assign(n_ids, 0);
   t.bytes_to_id_.reserve(n_ids * 2);
-  for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
-    auto decoded = byte_level_to_bytes(it.key(), inv);
+  for (const auto& [text, id64] : vocab) {
+    auto decoded = byte_level_to_bytes(text, inv);
     if (!decoded.ok()) return fail(decoded.status().message());
     std::string bytes = std::move(decoded).value();
-    int32_t id = it.value().get<int32_t>();
+    const int32_t id = static_cast<int32_t>(id64);
     t.id_to_bytes_[id] = bytes;
     t.bytes_to_id_.emplace(std::move(bytes), id);
   }
@@ -89,22 +148,9 @@ Result<Tokenizer> Tokenizer::load(const std::string& path) {
     if (it == t.bytes_to_id_.end()) return fail("vocab lacks the token for byte " + std::to_string(b));
     t.byte_token_[b] = it->second;
   }
-  t.merges_.reserve(model["merges"].size() * 2);
+  t.merges_.reserve(merges.size() * 2);
   int32_t rank = 0;
-  for (const auto& m : model["merges"]) {
-    std::string left, right;
-    if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      left = m[0].get<std::string>();
-      right = m[1].get<std::string>();
-    } else if (m.is_string()) {  // older format: "left right"
-      const std::string s = m.get<std::string>();
-      size_t sp = s.find(' ', 1);
-      if (sp == std::string::npos) return fail("merge \"" + s + "\" has no space");
-      left = s.substr(0, sp);
-      right = s.substr(sp + 1);
-    } else {
-      return fail("merge #" + std::to_string(rank) + " is neither [a, b] nor \"a b\"");
-    }
+  for (const auto& [left, right] : merges) {
     auto lb = byte_level_to_bytes(left, inv), rb = byte_level_to_bytes(right, inv);
     if (!lb.ok() || !rb.ok()) return fail("merge #" + std::to_string(rank) + " is not byte-level");
     auto li = t.bytes_to_id_.find(*lb), ri = t.bytes_to_id_.find(*rb), mi = t.bytes_to_id_.find(*lb + *rb);
@@ -113,8 +159,7 @@ Result<Tokenizer> Tokenizer::load(const std::string& path) {
     t.merges_.emplace(pair_key(li->second, ri->second), Merge{rank, mi->second});
     ++rank;
   }
-  for (const auto& a : j["added_tokens"]) {
-    AddedToken at{a["id"].get<int32_t>(), a["content"].get<std::string>(), a.value("special", false)};
+  for (AddedToken& at : added) {
     if (at.content.empty()) return fail("added token " + std::to_string(at.id) + " is empty");
     t.id_to_bytes_[at.id] = at.content;
     t.special_[at.id] = at.special ? 1 : 0;

@@ -30,6 +30,12 @@ class Tokenizer {
  public:
   // Loads `path`, either a tokenizer.json file or a model directory containing one.
   static Result<Tokenizer> load(const std::string& path);
+  // The same vocabulary from a GGUF's metadata, as llama.cpp's converter writes it (tokenizer.ggml.model
+  // "gpt2", pre "qwen2"): tokens by id (byte-level text), their types (1 normal, 3 control: a special added
+  // token, 4 user-defined: an added token matched in user text too, 5 unused: padding, left out), and the
+  // merges as "left right". `where` names the file in errors.
+  static Result<Tokenizer> from_gguf(const std::vector<std::string>& tokens, const std::vector<int64_t>& types,
+                                     const std::vector<std::string>& merges, const std::string& where);
 
   // Encodes text. With allow_special = false (the default, for anything a user typed) the text of a
   // special token such as "<|im_start|>" is tokenized as plain text; with true, it becomes the control
@@ -71,6 +77,10 @@ class Tokenizer {
 
  private:
   Tokenizer() = default;
+  // Builds from a byte-level vocabulary (text, id), merges (left, right) in rank order and added tokens.
+  static Result<Tokenizer> build(const std::vector<std::pair<std::string, int64_t>>& vocab,
+                                 const std::vector<std::pair<std::string, std::string>>& merges,
+                                 std::vector<AddedToken> added, const std::string& where);
   void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const;  // no added tokens
   std::vector<int32_t> encode_impl(std::string_view text, bool allow_special, const std::vector<TextSpan>& user_spans) const;
   void bpe(std::string_view piece, std::vector<int32_t>& out) const;

@@ -81,3 +81,31 @@ def test_qvl_written_gguf_reads_as_llama_cpp_lays_it_out(models, tmp_path):
     want, _ = answer(models / "q8_0" / "tiny-q8_0.gguf", tmp_path / "conv")
     got, _ = answer(out / "tiny-q8_0.gguf", tmp_path / "ours")
     assert got == want
+
+
+def test_k_quant_gguf_reads_as_the_gguf_package_dequantizes_it(models, tmp_path):
+    """`qvl quantize --format gguf --text-weights q4_k_m`: the gguf package (llama.cpp's reader and its
+    reference dequantization) reads Q4_K / Q6_K matrices whose values are the model's, within the types'
+    rounding; a wrong block layout would give noise."""
+    import gguf
+    from gguf import quants
+
+    out = tmp_path / "k"
+    run("quantize", "--model", str(models / "tiny"), "--out", str(out), "--format", "gguf",
+        "--text-weights", "q4_k_m", "--vision-weights", "q8_0")
+    r = gguf.GGUFReader(str(out / "tiny-q4_k_m.gguf"))
+    tensors = {t.name: t for t in r.tensors}
+    assert tensors["blk.0.ffn_down.weight"].tensor_type == gguf.GGMLQuantizationType.Q4_K
+    assert tensors["blk.3.ffn_down.weight"].tensor_type == gguf.GGMLQuantizationType.Q6_K
+    # The model's own values: its F32 GGUF (bf16 weights are exact in float32).
+    f32 = {t.name: t for t in gguf.GGUFReader(str(models / "f32" / "tiny-f32.gguf")).tensors}
+    for layer, bound in [(0, 0.12), (3, 0.03)]:
+        t = tensors[f"blk.{layer}.ffn_down.weight"]
+        got = quants.dequantize(t.data, t.tensor_type).reshape(-1)
+        want = np.asarray(f32[f"blk.{layer}.ffn_down.weight"].data, dtype=np.float32).reshape(-1)
+        err = np.sqrt(np.mean((got - want) ** 2)) / np.sqrt(np.mean(want ** 2))
+        assert err < bound, (layer, err)
+    # qvl loads it and answers.
+    got, _ = answer(out / "tiny-q4_k_m.gguf", tmp_path / "ans")
+    assert got.strip()
+
