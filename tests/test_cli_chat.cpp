@@ -13,6 +13,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "io/video.h"
 #include <nlohmann/json.hpp>
 
 #include "test_server_fixture.h"
@@ -126,6 +128,25 @@ TEST(CliChat, TurnsImagesClearAndCtrlCStopsOnlyTheAnswer) {
   EXPECT_NE(c.stderr_text.find("/nonexistent.png"), std::string::npos) << c.stderr_text;
   c.write_line("/bye");
   EXPECT_EQ(c.finish(20), 0) << c.stderr_text;
+}
+
+// /video attaches a clip (its frames sampled and sized as the model's video processor does) to the next turn;
+// a file that is not a video is refused and the conversation goes on.
+TEST(CliChat, VideoAttachesAClip) {
+  if (!video_supported()) GTEST_SKIP() << "built without FFmpeg";
+  const std::string dir = test::tiny_model_dir();
+  Child c({"chat", "--model", dir, "-n", "4", "--temp", "0", "--threads", "1"});
+  ASSERT_TRUE(c.wait_for([&] { return c.stderr_text.find("/help") != std::string::npos; }, 60)) << c.stderr_text;
+  c.write_line("/video " + test::data_dir() + "/videos/h264_30fps_64x48.mp4");
+  ASSERT_TRUE(c.wait_for([&] { return c.stderr_text.find("4 frames, 2 groups of 4 tokens") != std::string::npos; }, 10))
+      << c.stderr_text;
+  c.write_line("What happens in this clip?");
+  // The answer ends with a newline on stdout.
+  ASSERT_TRUE(c.wait_for([&] { return c.stdout_text.find('\n') != std::string::npos; }, 30)) << c.stderr_text;
+  c.write_line("/video " + test::data_dir() + "/images/png_rgba8_33x17.png");
+  c.write_line("/bye");
+  EXPECT_EQ(c.finish(20), 0) << c.stderr_text;
+  EXPECT_NE(c.stderr_text.find("png_rgba8_33x17.png: "), std::string::npos) << c.stderr_text;
 }
 
 TEST(CliTokenize, StandardInputLineByLineAndConversations) {

@@ -1,6 +1,6 @@
 // `qvl chat --model DIR [--image FILE ...] [--system TEXT] ...`: a conversation in the terminal, as people
 // know it from `ollama run` and `llama-cli`: each line is a user turn, the answer streams back, the
-// conversation goes on. `/image PATH` attaches a picture to the next turn; Ctrl-C stops the answer being
+// conversation goes on. `/image PATH` attaches a picture to the next turn, `/video PATH` a clip; Ctrl-C stops the answer being
 // written (not the program); `/bye` or Ctrl-D ends. The encoded images and the conversation's KV cache are
 // kept between turns, so a follow-up question reads only its own tokens.
 #include <signal.h>
@@ -15,6 +15,7 @@
 
 #include "cli/model_arg.h"
 #include "cli/options.h"
+#include "util/file.h"
 #include "engine/session.h"
 #include "kernels/kernels.h"
 #include "util/cpu_budget.h"
@@ -29,6 +30,7 @@ void on_sigint(int) { g_interrupted.store(true); }
 
 constexpr const char* kHelp =
     "  /image PATH   attach a picture (JPEG, PNG, WebP, GIF, BMP, PPM) to your next message\n"
+    "  /video PATH   attach a video clip (MP4, WebM, MKV, MOV, animated GIF/WebP) to your next message\n"
     "  /clear        forget the conversation (the system message stays)\n"
     "  /bye          quit (also /exit, Ctrl-D)\n"
     "  Ctrl-C        stop the answer being written\n";
@@ -42,7 +44,7 @@ std::string trim(const std::string& s) {
 }  // namespace
 
 int cmd_chat(const Args& args) {
-  CommandLine cli("chat", "A conversation in the terminal: type a message, the answer streams back. /image PATH "
+  CommandLine cli("chat", "A conversation in the terminal: type a message, the answer streams back. /image PATH, /video PATH "
                           "attaches a picture, Ctrl-C stops an answer, /bye quits.");
   std::string model_dir, system;
   std::vector<std::string> image_paths;
@@ -102,9 +104,11 @@ int cmd_chat(const Args& args) {
   PrefixCache prefix_cache(size_t{512} << 20);
   std::vector<ChatMessage> messages;
   std::vector<ImageRGB> images;  // every image of the conversation, in order
+  std::vector<std::shared_ptr<const PreprocessedVideo>> videos, pending_videos;  // every video, in order
   auto reset = [&] {
     messages.clear();
     images.clear();
+    videos.clear();
     if (!system.empty()) {
       ChatMessage s;
       s.role = "system";
@@ -117,7 +121,7 @@ int cmd_chat(const Args& args) {
   std::string line;
   for (;;) {
     if (interactive) {
-      std::fputs(pending.empty() ? ">>> " : ">>> (picture attached) ", stdout);
+      std::fputs(pending.empty() && pending_videos.empty() ? ">>> " : ">>> (attached) ", stdout);
       std::fflush(stdout);
     }
     g_interrupted.store(false);
@@ -140,6 +144,7 @@ int cmd_chat(const Args& args) {
     if (text == "/clear") {
       reset();
       pending.clear();
+      pending_videos.clear();
       std::fputs("(conversation cleared)\n", stderr);
       continue;
     }
@@ -158,24 +163,50 @@ int cmd_chat(const Args& args) {
       pending.push_back(std::move(img).value());
       continue;
     }
+    if (text.rfind("/video", 0) == 0) {
+      const std::string path = trim(text.substr(6));
+      if (path.empty()) {
+        std::fputs("usage: /video PATH\n", stderr);
+        continue;
+      }
+      auto bytes = read_file_bytes(path, uint64_t{8} << 30);
+      if (!bytes.ok()) {
+        std::fprintf(stderr, "%s\n", bytes.status().message().c_str());
+        continue;
+      }
+      VideoOptions vo;
+      vo.max_tokens = opts.context;
+      auto v = preprocess_video_file(*bytes, (*model)->video_config(), vo);
+      if (!v.ok()) {
+        std::fprintf(stderr, "%s: %s\n", path.c_str(), v.status().message().c_str());
+        continue;
+      }
+      std::fprintf(stderr, "(attached %s: %zu frames, %d groups of %d tokens at %dx%d)\n", path.c_str(), v->indices.size(),
+                   v->grid_t, v->tokens_per_group(), v->resized.width, v->resized.height);
+      pending_videos.push_back(std::make_shared<const PreprocessedVideo>(std::move(v).value()));
+      continue;
+    }
     if (text[0] == '/') {
       std::fprintf(stderr, "unknown command %s; /help lists them\n", text.c_str());
       continue;
     }
 
-    const size_t attached = pending.size();
-    messages.push_back(user_message(attached, text));
+    const size_t attached = pending.size(), attached_videos = pending_videos.size();
+    messages.push_back(user_message(attached, attached_videos, text));
     for (ImageRGB& img : pending) images.push_back(std::move(img));
     pending.clear();
+    for (auto& v : pending_videos) videos.push_back(std::move(v));
+    pending_videos.clear();
 
     Session session(**model, SessionCaches{&image_cache, &prefix_cache});
     GenerateCallbacks cb;
     cb.keep_going = [] { return !g_interrupted.load(); };
-    Status s = session.start(pool, messages, images, opts, cb);
+    Status s = session.start(pool, messages, images, videos, opts, cb);
     if (!s.ok()) {  // a prompt over the context, a bad image: this turn is taken back
       std::fprintf(stderr, "%s\n", s.message().c_str());
       messages.pop_back();
       images.resize(images.size() - attached);
+      videos.resize(videos.size() - attached_videos);
       continue;
     }
     while (!session.done()) {

@@ -84,17 +84,19 @@ int64_t layer_of(const std::string& g) {
 }
 
 // llama.cpp's type rule: 1-D tensors, norms and biases F32; matrices the requested type (a mix: Q6_K for the
-// LM head, and for attn_v / ffn_down where llama-quantize's use_more_bits holds: the first and last eighth of
+// LM head, or the token embedding of a tied model, and for attn_v / ffn_down where llama-quantize's use_more_bits holds: the first and last eighth of
 // the layers and every third layer between); where a row is not whole blocks, Q8_0 for a K-quant whose rows
 // are whole 32-value blocks, else F16 (llama.cpp's fallback), or BF16 from a BF16 checkpoint, which keeps
 // the values exact.
-GgmlType type_for(const std::string& gguf_name, const TensorView& t, const WriteType& wanted, int64_t n_layers) {
+GgmlType type_for(const std::string& gguf_name, const TensorView& t, const WriteType& wanted, int64_t n_layers,
+                  bool tied) {
   if (t.shape.size() <= 1 || ends_with(gguf_name, "_norm.weight") || !ends_with(gguf_name, ".weight")) return GgmlType::kF32;
   GgmlType g = wanted.base;
   if (wanted.mix) {
     const int64_t i = layer_of(gguf_name);
     const bool more_bits = i >= 0 && (i < n_layers / 8 || i >= 7 * n_layers / 8 || (i - n_layers / 8) % 3 == 2);
-    if (gguf_name == "output.weight" ||
+    // A tied model's token embedding is its LM head too: it gets the head's type.
+    if (gguf_name == "output.weight" || (tied && gguf_name == "token_embd.weight") ||
         (more_bits && (ends_with(gguf_name, ".attn_v.weight") || ends_with(gguf_name, ".ffn_down.weight"))))
       g = GgmlType::kQ6_K;
   }
@@ -249,7 +251,8 @@ Result<std::string> write_gguf_model(const Model& model, const GgufWriteTypes& t
     const bool vision = g.rfind("v.", 0) == 0 || g.rfind("mm.", 0) == 0;
     const GgmlType type = g == "v.position_embd.weight"
                               ? GgmlType::kF32
-                              : type_for(g, t, vision ? vision_type : text_type, vision ? c.vision.depth : c.text.num_hidden_layers);
+                              : type_for(g, t, vision ? vision_type : text_type, vision ? c.vision.depth : c.text.num_hidden_layers,
+                                         c.text.tie_word_embeddings);
     (vision ? vis : text).add_tensor(g, t.shape, type, encode(t, type));
   }
   const std::string text_path = (fs::path(out_dir) / (name + "-" + tname + ".gguf")).string();

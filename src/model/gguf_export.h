@@ -16,7 +16,8 @@
 namespace qvl {
 
 // The matrices' types in a written GGUF, per tower: f32, f16, bf16, q8_0, q4_0, the K-quants q4_k, q5_k, q6_k
-// (every matrix), or llama.cpp's mixes q4_k_m / q5_k_m (Q4_K / Q5_K, with Q6_K for the LM head and for the
+// (every matrix), or llama.cpp's mixes q4_k_m / q5_k_m (Q4_K / Q5_K, with Q6_K for the LM head (a tied model's
+// token embedding) and for the
 // attn_v and ffn_down matrices of the first and last eighth of the layers and every third one between, as
 // llama-quantize chooses them). A matrix whose rows are not whole blocks of its type falls back to Q8_0 (rows
 // of whole 32-value blocks) or F16 (BF16 from a BF16 checkpoint).

@@ -4,14 +4,24 @@
 // continuation). --stress multiplies a few channels of every RMSNorm weight, making the large-magnitude
 // activation channels that trained checkpoints have, to show what per-block activation scales buy.
 //
-// usage: qvl_accuracy --model DIR --image FILE [--tokens N] [--threads N] [--stress] [--configs text:q4_0,...]
+// GGUF configs measure the file types qvl cannot compute natively: "gguf:q4_k_m" writes the model as a GGUF pair
+// with that text type (qvl quantize --format gguf; vision f32) and loads it in float32 (the K-quant storage
+// error alone); "gguf:q4_k_m@q8_0" loads it as qvl runs such a file by default (its matrices requantized to
+// q8_0 at load).
+//
+// usage: qvl_accuracy --model DIR --image FILE [--tokens N] [--threads N] [--stress]
+//                     [--configs text:q4_0,gguf:q6_k,gguf:q4_k_m@q8_0,...]
 #include <cmath>
+#include <filesystem>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "engine/generate.h"
 #include "engine/prompt.h"
+#include "model/gguf_export.h"
 #include "model/mrope.h"
 #include "model/text.h"
 #include "model/vision.h"
@@ -24,6 +34,7 @@ namespace {
 struct Config {
   std::string label;
   WeightTypes types;
+  std::string gguf;  // a GGUF text type to write the model as first ("" for none)
 };
 
 struct Outputs {
@@ -107,7 +118,20 @@ int main(int argc, char** argv) {
     size_t e = configs_arg.find(',', s);
     if (e == std::string::npos) e = configs_arg.size();
     const std::string item = configs_arg.substr(s, e - s);
-    Config c{item, {}};
+    Config c{item, {}, ""};
+    if (item.rfind("gguf:", 0) == 0) {
+      const size_t at = item.find('@');
+      c.gguf = item.substr(5, at == std::string::npos ? std::string::npos : at - 5);
+      WeightType wt = WeightType::kF32;
+      if (!is_gguf_write_type(c.gguf) || (at != std::string::npos && !weight_type_from_name(item.substr(at + 1), &wt))) {
+        std::fprintf(stderr, "bad config '%s' (gguf:<%s>[@<qvl type>])\n", item.c_str(), gguf_write_type_list());
+        return 2;
+      }
+      c.types = WeightTypes{wt, WeightType::kF32};
+      configs.push_back(c);
+      s = e + 1;
+      continue;
+    }
     for (size_t t = 0; t < item.size();) {
       size_t f = item.find('+', t);
       if (f == std::string::npos) f = item.size();
@@ -136,8 +160,29 @@ int main(int argc, char** argv) {
   Outputs ref;
   std::printf("| weights | vision cosine | KL at prompt end | mean KL over %d tokens | top-1 agreement |\n|---|---|---|---|---|\n",
               tokens);
+  const std::string scratch = (std::filesystem::temp_directory_path() / ("qvl-accuracy-" + std::to_string(::getpid()))).string();
   for (size_t ci = 0; ci < configs.size(); ++ci) {
-    auto loaded = Model::load(model_dir, configs[ci].types, threads);
+    std::string load_from = model_dir;
+    if (!configs[ci].gguf.empty()) {
+      // The file the config names, written from the float checkpoint (vision in f32: the text type alone).
+      auto src = Model::load(model_dir, WeightTypes{}, threads);
+      if (!src.ok()) {
+        std::fprintf(stderr, "%s\n", src.status().message().c_str());
+        return 1;
+      }
+      GgufWriteTypes w;
+      w.text = configs[ci].gguf;
+      w.vision = "f32";
+      std::error_code ec;
+      std::filesystem::remove_all(scratch, ec);
+      auto path = write_gguf_model(**src, w, scratch, "acc");
+      if (!path.ok()) {
+        std::fprintf(stderr, "%s\n", path.status().message().c_str());
+        return 1;
+      }
+      load_from = *path;
+    }
+    auto loaded = Model::load(load_from, configs[ci].types, threads);
     if (!loaded.ok()) {
       std::fprintf(stderr, "%s\n", loaded.status().message().c_str());
       return 1;
@@ -184,5 +229,7 @@ int main(int argc, char** argv) {
                 100.0 * agree / std::max<int64_t>(1, steps));
     std::fflush(stdout);
   }
+  std::error_code ec;
+  std::filesystem::remove_all(scratch, ec);
   return 0;
 }
