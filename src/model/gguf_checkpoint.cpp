@@ -315,15 +315,20 @@ Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pai
           break;
         }
         default: {
-          // K-quants. Matrices (not the token or position embedding, read by rows as stored) go straight to the
-          // type asked for; q8_0 when the stored type is to be kept.
-          const bool matrix = shape.size() == 2 && t.name != "token_embd.weight" && t.name != "v.position_embd.weight";
-          if (matrix) {
-            const std::optional<WeightType>& asked = f == &text ? types.text : types.vision;
-            requantized(t, name, asked.value_or(WeightType::kQ8_0));
+          // K-quants. Matrices go straight to the type asked for (q8_0 when the stored type is to be kept); the
+          // token embedding, read by rows, to that type if it is a float one, else q8_0 (a quarter of float's
+          // memory: an 8B's would be 2.5 GB as float); the rest (the position embedding) to float.
+          const std::optional<WeightType>& asked = f == &text ? types.text : types.vision;
+          const WeightType target = asked.value_or(WeightType::kQ8_0);
+          if (shape.size() == 2 && t.name == "token_embd.weight") {
+            requantized(t, name, is_quantized(target) ? WeightType::kQ8_0 : target);
+          } else if (shape.size() == 2 && t.name != "v.position_embd.weight") {
+            requantized(t, name, target);
           } else {
             add_owned(name, shape, dequantized(t), static_cast<size_t>(t.numel()));
           }
+          // Its file pages are not read again.
+          SafetensorsModel::release(t.data, t.bytes);
         }
       }
     }

@@ -10,7 +10,7 @@
 //     are qvl's own, bound as they are; K-quant matrices (Q4_K, Q5_K, Q6_K) are dequantized exactly as ggml
 //     does and stored at once in the type asked for (--text-weights/--vision-weights; q8_0 when the stored
 //     type is to be kept: qvl has no K-quant kernels yet), one tensor at a time, so memory peaks at one float
-//     tensor; other K-quant tensors (the token embedding) are kept as float.
+//     row; a K-quant token embedding becomes q8_0 (or the float type asked for), other K-quant tensors float.
 #pragma once
 
 #include <map>
