@@ -11,6 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/cpu_budget.h"
+#include "util/thread_pool.h"
+
 namespace qvl {
 
 namespace fs = std::filesystem;
@@ -179,7 +182,7 @@ Result<GgufPair> locate_gguf_pair(const std::string& path) {
                        "its quantization or F16; keep one");
 }
 
-Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pair, const WeightTypes& types) {
+Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pair, const WeightTypes& types, int threads) {
   auto ck = std::make_unique<GgufCheckpoint>();
   QVL_ASSIGN_OR_RETURN(GgufFile text, GgufFile::open(pair.text));
   QVL_ASSIGN_OR_RETURN(GgufFile vis, GgufFile::open(pair.mmproj));
@@ -262,13 +265,16 @@ Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pai
     views.push_back(TensorView{name, DType::kF32, std::move(shape), data.get(), n * 4});
     ck->owned.push_back(std::move(data));
   };
+  ThreadPool pool(threads > 0 ? threads : default_threads());
   auto dequantized = [&](const GgufTensor& t) {  // [numel] floats
     const size_t n = static_cast<size_t>(t.numel());
-    auto out = std::make_unique<uint8_t[]>(n * sizeof(float));
+    std::unique_ptr<uint8_t[]> out(new uint8_t[n * sizeof(float)]);  // every byte written below
     float* f = reinterpret_cast<float*>(out.get());
     const int64_t cols = t.ne[0], rows = t.numel() / cols;
     const uint64_t row_bytes = t.bytes / static_cast<uint64_t>(rows);
-    for (int64_t r = 0; r < rows; ++r) (void)gguf_dequantize_row(t.type, t.data + r * row_bytes, f + r * cols, cols);
+    pool.parallel_for(rows, 64, [&](int, int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) (void)gguf_dequantize_row(t.type, t.data + r * row_bytes, f + r * cols, cols);
+    });
     return out;
   };
   // A K-quant matrix dequantized row by row straight into `target` (one float row at a time).
@@ -276,12 +282,14 @@ Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pai
     const int64_t cols = t.ne[0], rows = t.numel() / cols;
     const uint64_t src_row = t.bytes / static_cast<uint64_t>(rows);
     const size_t rb = row_bytes(target, cols);
-    auto out = std::make_unique<uint8_t[]>(rb * static_cast<size_t>(rows));
-    std::vector<float> row(static_cast<size_t>(cols));  // [cols]
-    for (int64_t r = 0; r < rows; ++r) {
-      (void)gguf_dequantize_row(t.type, t.data + r * src_row, row.data(), cols);
-      narrow_row(row.data(), target, out.get() + rb * static_cast<size_t>(r), cols);
-    }
+    std::unique_ptr<uint8_t[]> out(new uint8_t[rb * static_cast<size_t>(rows)]);  // every row written below
+    pool.parallel_for(rows, 64, [&](int, int64_t r0, int64_t r1) {
+      std::vector<float> row(static_cast<size_t>(cols));  // [cols]
+      for (int64_t r = r0; r < r1; ++r) {
+        (void)gguf_dequantize_row(t.type, t.data + r * src_row, row.data(), cols);
+        narrow_row(row.data(), target, out.get() + rb * static_cast<size_t>(r), cols);
+      }
+    });
     if (is_quantized(target)) {
       views.push_back({name, DType::kU8, {rows, static_cast<int64_t>(rb)}, out.get(), rb * static_cast<size_t>(rows)});
       meta["qvl.quantized." + name] = weight_type_name(target);

@@ -43,8 +43,10 @@ Result<GgufPair> locate_gguf_pair(const std::string& path);
 // True for a .gguf file, or a directory with .gguf files and no config.json.
 bool is_gguf_model(const std::string& path);
 
-// `types`: what K-quant matrices become (see above); the rest is bound as stored.
-Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pair, const WeightTypes& types = {});
+// `types`: what K-quant matrices become (see above), converted on `threads` threads (0: one per core); the
+// rest is bound as stored.
+Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pair, const WeightTypes& types = {},
+                                                             int threads = 0);
 
 // llama.cpp's name for a transformers tensor name ("" for the patch embedding, which is split, and for names
 // outside the layout); `deepstack` is vision_config.deepstack_visual_indexes.

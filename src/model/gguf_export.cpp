@@ -12,7 +12,9 @@
 #include "model/gguf_checkpoint.h"
 #include "tensor/dtype.h"
 #include "tensor/quant.h"
+#include "util/cpu_budget.h"
 #include "util/file.h"
+#include "util/thread_pool.h"
 
 namespace qvl {
 
@@ -46,13 +48,15 @@ bool parse_write_type(const std::string& n, WriteType* out) {
 }
 
 // The tensor's values in `type`, row by row, from its stored float dtype.
-std::vector<uint8_t> encode(const TensorView& t, GgmlType type) {
+// Rows are independent: spread over `pool` (the K-quant fit is the slow part of writing a file).
+std::vector<uint8_t> encode(const TensorView& t, GgmlType type, ThreadPool& pool) {
   const int64_t cols = t.shape.back(), rows = t.numel() / cols;
   const Mat m{weight_type_of(t.dtype), rows, cols, t.data};
-  std::vector<float> row(static_cast<size_t>(cols));
   const int64_t row_out = cols / ggml_block_values(type) * ggml_block_bytes(type);
   std::vector<uint8_t> out(static_cast<size_t>(rows * row_out));
-  for (int64_t r = 0; r < rows; ++r) {
+  pool.parallel_for(rows, 16, [&](int, int64_t r0, int64_t r1) {
+  std::vector<float> row(static_cast<size_t>(cols));  // [cols]
+  for (int64_t r = r0; r < r1; ++r) {
     m.row_to_f32(r, row.data());
     uint8_t* dst = out.data() + r * row_out;
     switch (type) {
@@ -71,6 +75,7 @@ std::vector<uint8_t> encode(const TensorView& t, GgmlType type) {
       default: break;
     }
   }
+  });
   return out;
 }
 
@@ -133,6 +138,7 @@ Result<std::string> write_gguf_model(const Model& model, const GgufWriteTypes& t
   if (!parse_write_type(types.vision, &vision_type))
     return Status::Error("GGUF vision type '" + types.vision + "' is not one of " + gguf_write_type_list());
   const std::string tname = types.text;
+  ThreadPool pool(default_threads());
   const ModelConfig& c = model.config();
   const SafetensorsModel& ck = model.checkpoint();
   for (const TensorView& t : ck.tensors())
@@ -242,7 +248,7 @@ Result<std::string> write_gguf_model(const Model& model, const GgufWriteTypes& t
           std::memcpy(part.data() + oc * pp, all.data() + (oc * 2 + slice) * pp, static_cast<size_t>(pp) * 4);
         const TensorView pv{"", DType::kF32, {out_c, ch, t.shape[3], t.shape[4]}, reinterpret_cast<const uint8_t*>(part.data()),
                             part.size() * 4};
-        vis.add_tensor(slice == 0 ? "v.patch_embd.weight" : "v.patch_embd.weight.1", pv.shape, pt, encode(pv, pt));
+        vis.add_tensor(slice == 0 ? "v.patch_embd.weight" : "v.patch_embd.weight.1", pv.shape, pt, encode(pv, pt, pool));
       }
       continue;
     }
@@ -253,7 +259,7 @@ Result<std::string> write_gguf_model(const Model& model, const GgufWriteTypes& t
                               ? GgmlType::kF32
                               : type_for(g, t, vision ? vision_type : text_type, vision ? c.vision.depth : c.text.num_hidden_layers,
                                          c.text.tie_word_embeddings);
-    (vision ? vis : text).add_tensor(g, t.shape, type, encode(t, type));
+    (vision ? vis : text).add_tensor(g, t.shape, type, encode(t, type, pool));
   }
   const std::string text_path = (fs::path(out_dir) / (name + "-" + tname + ".gguf")).string();
   QVL_RETURN_IF_ERROR(text.write(text_path));
