@@ -322,6 +322,43 @@ def table(port):
                                                    {"Content-Type": f"multipart/form-data; boundary={boundary}"}, port),
             image_kind, timeout=20)
 
+    # --- videos: bad, cut and damaged clips (OpenAI video_url, and Ollama images entries sniffed as clips),
+    # URLs and paths, and more clips than the context holds
+    videos = ROOT / "tests" / "data" / "videos"
+    def video_request(path, ref):
+        if path == "/api/chat":
+            return {"model": "x", "stream": False, "options": {"num_predict": 2},
+                    "messages": [{"role": "user", "content": "what?", "images": [ref.split(",", 1)[-1]]}]}
+        return {"model": "x", "max_tokens": 2, "messages": [{"role": "user", "content": [
+            {"type": "video_url", "video_url": {"url": ref}}, {"type": "text", "text": "what?"}]}]}
+    clip = (videos / "h264_30fps_64x48.mp4").read_bytes()
+    damaged = [(f.name, f.read_bytes(), "error") for f in sorted(videos.glob("bad_*"))]
+    for frac in (0.05, 0.3, 0.7, 0.95):
+        damaged.append((f"h264 mp4[:{frac}]", clip[: int(len(clip) * frac)], "valid"))
+    for name in ("h264_30fps_64x48.mp4", "vp9_25fps_70x50.webm", "h264_24fps_96x64.mkv"):
+        flipped = bytearray((videos / name).read_bytes())
+        for i in range(64, len(flipped), max(1, len(flipped) // 11)):
+            flipped[i] ^= 0xFF
+        damaged.append((f"{name} bit-flipped", bytes(flipped), "valid"))
+    for name, data, kind in damaged:
+        ref = "data:video/mp4;base64," + base64.b64encode(data).decode()
+        for path in ("/v1/chat/completions", "/api/chat"):
+            add("videos", f"{path} {name}", request("POST", path, js(video_request(path, ref)), JSON, port), kind,
+                timeout=30)
+    for ref in ["http://127.0.0.1:1/x.mp4", "file:///etc/passwd", "../../etc/passwd", "/dev/zero",
+                "data:video/mp4;base64,!!!!", "data:video/mp4,abc"]:
+        add("videos", f"openai video {ref[:30]!r}",
+            request("POST", "/v1/chat/completions", js(video_request("/v1/chat/completions", ref)), JSON, port))
+    clip_ref = "data:video/mp4;base64," + base64.b64encode(clip).decode()
+    many_clips = {"model": "x", "max_tokens": 2, "messages": [{"role": "user", "content": [
+        {"type": "video_url", "video_url": {"url": clip_ref}}] * 130}]}
+    add("videos", "130 clips over the context (1024)", request("POST", "/v1/chat/completions", js(many_clips), JSON, port),
+        timeout=60)
+    add("videos", "fps 1000 on a 1.5 s clip", request("POST", "/v1/chat/completions", js(
+        {"model": "x", "max_tokens": 2, "messages": [{"role": "user", "content": [
+            {"type": "video_url", "video_url": {"url": clip_ref, "fps": 1000, "max_frames": 2048}}]}]}), JSON, port),
+        "valid", timeout=60)
+
     # --- malformed multipart
     mp = {"Content-Type": "multipart/form-data; boundary=XyZ"}
     forms = [b"", b"--XyZ", b"--XyZ\r\n", b"--XyZ\r\nContent-Disposition: form-data; name=\"image\"\r\n\r\nabc",
