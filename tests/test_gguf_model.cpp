@@ -132,6 +132,46 @@ TEST(GgufModel, WrittenGgufHoldsQvlsBlocksAndLoadsAgain) {
   fs::remove_all(root, ec);
 }
 
+// llama.cpp's converter marks an added token CONTROL when it is special or looks special (<|...|>), so
+// Qwen's non-special <|fim_prefix|> family arrives as CONTROL: the tokenizer built from such metadata still
+// gives HF's ids on every golden (those tokens matched in user text too, as HF matches them).
+TEST(GgufModel, TokenizerFromLlamaCppStyleMetadataMatchesHf) {
+  auto text = read_file_text(test::model_files_dir() + "/tokenizer.json", 1ull << 30);
+  ASSERT_TRUE(text.ok());
+  const auto j = nlohmann::json::parse(*text);
+  std::vector<std::string> tokens(151936);
+  std::vector<int64_t> types(tokens.size(), 5);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = "[PAD" + std::to_string(i) + "]";
+  for (const auto& [t, id] : j["model"]["vocab"].items()) {
+    tokens[id.get<size_t>()] = t;
+    types[id.get<size_t>()] = 1;
+  }
+  int control_looking = 0;
+  for (const auto& a : j["added_tokens"]) {
+    const std::string c = a["content"];
+    const bool looks = c.size() > 4 && c.rfind("<|", 0) == 0 && c.compare(c.size() - 2, 2, "|>") == 0;
+    control_looking += looks && !a["special"].get<bool>();
+    tokens[a["id"].get<size_t>()] = c;
+    types[a["id"].get<size_t>()] = a["special"].get<bool>() || looks ? 3 : 4;
+  }
+  EXPECT_EQ(control_looking, 6);
+  std::vector<std::string> merges;
+  for (const auto& m : j["model"]["merges"])
+    merges.push_back(m.is_string() ? m.get<std::string>() : m[0].get<std::string>() + " " + m[1].get<std::string>());
+  auto tok = Tokenizer::from_gguf(tokens, types, merges, "llama.cpp-style metadata");
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  auto golden_text = read_file_text(test::data_dir() + "/tokenizer_golden.json");
+  ASSERT_TRUE(golden_text.ok());
+  const auto golden = nlohmann::json::parse(*golden_text);
+  for (const auto& c : golden["cases"]) {
+    const std::string str = c["text"];
+    ASSERT_EQ(tok->encode(str, true), c["ids"].get<std::vector<int32_t>>()) << str;
+    ASSERT_EQ(tok->encode(str, false), c["ids_user"].get<std::vector<int32_t>>()) << str;
+  }
+  EXPECT_EQ(tok->encode("<|fim_prefix|>", false).size(), 1u) << "matched in user text, as HF does";
+  EXPECT_GT(tok->encode("<|im_start|>", false).size(), 1u) << "a special token stays text in user text";
+}
+
 // A GGUF with K-quant matrices (q4_k_m: Q4_K, Q6_K where llama-quantize puts more bits, Q8_0 where a row is
 // not whole super-blocks): each K-quant matrix is dequantized and stored in the type asked for at load, one
 // tensor at a time; in f32 it holds exactly ggml's dequantized values, and the answers stay close to the

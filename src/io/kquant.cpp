@@ -19,7 +19,11 @@ void put_f16(uint8_t* p, float v) {
   p[1] = static_cast<uint8_t>(h >> 8);
 }
 
-int nearest(float v) { return static_cast<int>(std::nearbyint(v)); }
+// Rounded half to even, saturated (NaN: 0): what a division by a tiny or zero scale gives stays defined.
+int nearest(float v) {
+  if (std::isnan(v)) return 0;
+  return static_cast<int>(std::nearbyint(std::clamp(v, -1e9f, 1e9f)));
+}
 
 // x ~ scale * q - mn with q in [0, nmax] and mn >= 0 (as the format stores a subtracted min): the min/max
 // range first, then least-squares refits of (scale, mn) for the current q while the squared error drops.
@@ -45,6 +49,11 @@ void fit_scale_min(const float* x, int n, int nmax, float* scale, float* mn) {
     return e;
   };
   double best = error(s, m);
+  if (!(s > 0) || !std::isfinite(s)) {  // a range too small (or too large) for float steps
+    *scale = 0;
+    *mn = std::isfinite(m) ? m : 0;
+    return;
+  }
   for (int iter = 0; iter < 4; ++iter) {
     double A = 0, B = 0, X = 0, Y = 0;
     for (int i = 0; i < n; ++i) {
@@ -180,6 +189,8 @@ void quantize_row_q6_k(const float* x, uint8_t* out, int64_t n) {
 }
 
 Status quantize_row_kquant(GgmlType type, const float* x, uint8_t* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) return Status::Error("value " + std::to_string(i) + " of the row is not finite");
   if (n % kSuper != 0)
     return Status::Error(std::string(ggml_type_name(static_cast<uint32_t>(type))) + ": a row of " + std::to_string(n) +
                          " values is not whole super-blocks of 256");

@@ -17,7 +17,8 @@ void quantize_row_q4_k(const float* x, uint8_t* out, int64_t n);
 void quantize_row_q5_k(const float* x, uint8_t* out, int64_t n);
 void quantize_row_q6_k(const float* x, uint8_t* out, int64_t n);
 
-// Any of the three by its GGML type; an error for other types or a row that is not whole super-blocks.
+// Any of the three by its GGML type; an error for other types, a row that is not whole super-blocks, or a
+// value that is not finite. (The typed writers above keep non-finite input defined but meaningless.)
 Status quantize_row_kquant(GgmlType type, const float* x, uint8_t* out, int64_t n);
 
 }  // namespace qvl

@@ -143,8 +143,11 @@ Result<std::string> write_gguf_model(const Model& model, const GgufWriteTypes& t
   const SafetensorsModel& ck = model.checkpoint();
   for (const TensorView& t : ck.tensors())
     if (t.dtype == DType::kU8)
-      return Status::Error(model.dir() + ": holds quantized weights (a `qvl quantize` folder); write GGUF from the "
-                           "original float checkpoint");
+      return Status::Error(model.dir() + ": holds quantized weights (a `qvl quantize` folder, or a GGUF with quantized "
+                           "tensors); write GGUF from a float checkpoint (safetensors, or an F32/F16/BF16 GGUF)");
+  if (model.tokenizer_from_gguf())
+    return Status::Error(model.dir() + ": its tokenizer came from the GGUF's metadata (no tokenizer.json beside it); put "
+                         "the model's tokenizer.json beside it to write a GGUF from it");
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) return Status::Error(out_dir + ": cannot create: " + ec.message());

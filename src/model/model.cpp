@@ -94,9 +94,13 @@ Result<std::unique_ptr<Model>> Model::load_gguf(const std::string& path, const W
       return Status::Error(pair.text + ": its tokenizer is tokenizer.ggml.model '" + model_kind + "', pre '" + pre +
                            "'; qvl reads the byte-level BPE of Qwen2/Qwen3 ('gpt2', 'qwen2'); put the model's "
                            "tokenizer.json beside the .gguf file");
-    QVL_ASSIGN_OR_RETURN(std::vector<int64_t> types, meta.get_ints("tokenizer.ggml.token_type"));
+    QVL_ASSIGN_OR_RETURN(std::vector<int64_t> token_types, meta.get_ints("tokenizer.ggml.token_type"));
     QVL_ASSIGN_OR_RETURN(std::vector<std::string> merges, meta.get_strings("tokenizer.ggml.merges"));
-    QVL_ASSIGN_OR_RETURN(Tokenizer t, Tokenizer::from_gguf(*tokens, types, merges, pair.text));
+    QVL_ASSIGN_OR_RETURN(Tokenizer t, Tokenizer::from_gguf(*tokens, token_types, merges, pair.text));
+    // Every id the tokenizer can produce must have an embedding row.
+    if (t.vocab_size() > m->config_.text.vocab_size)
+      return Status::Error(pair.text + ": its tokenizer has " + std::to_string(t.vocab_size()) + " tokens, the token "
+                           "embedding " + std::to_string(m->config_.text.vocab_size) + " rows");
     tok.emplace(std::move(t));
     m->tokenizer_from_gguf_ = true;
   } else {

@@ -90,6 +90,17 @@ Result<Tokenizer> Tokenizer::load(const std::string& path) {
   return build(vocab, merges, std::move(added), file);
 }
 
+namespace {
+// The added tokens of the Qwen2/Qwen3 tokenizer.json with "special": false that look like control tokens.
+bool qwen_non_special_added_token(const std::string& t) {
+  static const char* kNames[] = {"<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+                                 "<|repo_name|>", "<|file_sep|>"};
+  for (const char* n : kNames)
+    if (t == n) return true;
+  return false;
+}
+}  // namespace
+
 Result<Tokenizer> Tokenizer::from_gguf(const std::vector<std::string>& tokens, const std::vector<int64_t>& types,
                                        const std::vector<std::string>& merges_text, const std::string& where) {
   if (types.size() != tokens.size())
@@ -100,7 +111,10 @@ Result<Tokenizer> Tokenizer::from_gguf(const std::vector<std::string>& tokens, c
   for (size_t i = 0; i < tokens.size(); ++i) {
     switch (types[i]) {
       case 1: vocab.emplace_back(tokens[i], static_cast<int64_t>(i)); break;                         // NORMAL
-      case 3: added.push_back({static_cast<int32_t>(i), tokens[i], true}); break;                     // CONTROL
+      case 3:  // CONTROL: special, except the added tokens Qwen's tokenizer.json marks non-special, which
+               // llama.cpp's converter marks CONTROL because they look special (<|fim_prefix|>, ...)
+        added.push_back({static_cast<int32_t>(i), tokens[i], !qwen_non_special_added_token(tokens[i])});
+        break;
       case 4: added.push_back({static_cast<int32_t>(i), tokens[i], false}); break;                    // USER_DEFINED
       case 5: break;                                                                                  // UNUSED (padding)
       default:
