@@ -516,13 +516,9 @@ Result<DecodedVideo> decode_with_ffmpeg(std::span<const uint8_t> bytes, const Vi
 
 #endif  // QVL_WITH_VIDEO
 
-bool is_webp(std::span<const uint8_t> b) {
-  return b.size() >= 12 && std::memcmp(b.data(), "RIFF", 4) == 0 && std::memcmp(b.data() + 8, "WEBP", 4) == 0;
-}
-
 Result<DecodedVideo> decode_any(std::span<const uint8_t> bytes, const VideoDecodeLimits& limits, bool probe_only) {
   if (bytes.empty()) return Status::Error("empty video file");
-  if (is_webp(bytes)) return decode_webp_animation(bytes, limits, probe_only);
+  if (detect_image_format(bytes) == ImageFormat::kWebp) return decode_webp_animation(bytes, limits, probe_only);
 #ifdef QVL_WITH_VIDEO
   return decode_with_ffmpeg(bytes, limits, probe_only);
 #else

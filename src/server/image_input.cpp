@@ -55,6 +55,20 @@ bool inside_dir(const std::string& path, const std::string& dir) {
 
 // Bare base64 is told from a path by what it decodes to: an image signature, or too much data to be a
 // file name.
+// The bytes of a base64 data: URI ("data:<type>;base64,<data>"); `expected` shows the form in errors.
+Result<std::vector<uint8_t>> decode_data_uri(std::string_view ref, const std::string& where, const char* expected) {
+  const size_t comma = ref.find(',');
+  if (comma == std::string_view::npos)
+    return Status::Error(where + ": a data: URI without ','; expected " + expected);
+  const std::string_view header = ref.substr(5, comma - 5);
+  if (header.size() < 7 || !starts_with_ci(header.substr(header.size() - 7), ";base64"))
+    return Status::Error(where + ": only base64 data: URIs are supported (got " + quote(ref.substr(0, comma + 1)) +
+                         "); expected " + expected);
+  auto bytes = base64_decode(ref.substr(comma + 1));
+  if (!bytes.ok()) return bytes.status().with_context(where);
+  return bytes;
+}
+
 bool looks_like_image_data(const std::vector<uint8_t>& bytes) {
   return detect_image_format(bytes) != ImageFormat::kUnknown || bytes.size() >= 256;
 }
@@ -201,18 +215,8 @@ Result<ImageRGB> load_request_image(std::string_view ref_in, const ImagePolicy& 
   };
 
   if (starts_with_ci(ref, "data:")) {
-    const size_t comma = ref.find(',');
-    if (comma == std::string_view::npos) {
-      return Status::Error(where + ": a data: URI without ','; expected data:image/jpeg;base64,<data>");
-    }
-    const std::string_view header = ref.substr(5, comma - 5);
-    if (header.size() < 7 || !starts_with_ci(header.substr(header.size() - 7), ";base64")) {
-      return Status::Error(where + ": only base64 data: URIs are supported (got " + quote(ref.substr(0, comma + 1)) +
-                           "); expected data:image/jpeg;base64,<data>");
-    }
-    auto bytes = base64_decode(ref.substr(comma + 1));
-    if (!bytes.ok()) return bytes.status().with_context(where);
-    return decode_bytes(*bytes);
+    QVL_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, decode_data_uri(ref, where, "data:image/jpeg;base64,<data>"));
+    return decode_bytes(bytes);
   }
   if (starts_with_ci(ref, "http://") || starts_with_ci(ref, "https://")) {
     return Status::Error(where + ": image URLs are not fetched (got " + quote(ref) +
@@ -260,18 +264,7 @@ Result<std::vector<uint8_t>> load_request_video_bytes(std::string_view ref_in, c
                                                       const std::string& where) {
   const std::string_view ref = trim(ref_in);
   if (ref.empty()) return Status::Error(where + ": empty video; expected a data: URI or base64 video data");
-  if (starts_with_ci(ref, "data:")) {
-    const size_t comma = ref.find(',');
-    if (comma == std::string_view::npos)
-      return Status::Error(where + ": a data: URI without ','; expected data:video/mp4;base64,<data>");
-    const std::string_view header = ref.substr(5, comma - 5);
-    if (header.size() < 7 || !starts_with_ci(header.substr(header.size() - 7), ";base64"))
-      return Status::Error(where + ": only base64 data: URIs are supported (got " + quote(ref.substr(0, comma + 1)) +
-                           "); expected data:video/mp4;base64,<data>");
-    auto bytes = base64_decode(ref.substr(comma + 1));
-    if (!bytes.ok()) return bytes.status().with_context(where);
-    return bytes;
-  }
+  if (starts_with_ci(ref, "data:")) return decode_data_uri(ref, where, "data:video/mp4;base64,<data>");
   if (starts_with_ci(ref, "http://") || starts_with_ci(ref, "https://"))
     return Status::Error(where + ": video URLs are not fetched (got " + quote(ref) +
                          "); send the video inline as a data: URI (data:video/mp4;base64,...) or as base64");
