@@ -402,6 +402,130 @@ TEST(Matmul, MatchesAPlainFloatProductForEveryWeightType) {
   }
 }
 
+// ---- K-quant rows ---------------------------------------------------------------------------------------
+
+// Rows of K-quant super-blocks: random bytes (every scale code, Q6_K's -128 included) under a finite
+// f16 scale, or (saturating) every byte 0xFF, which gives the largest values and scales the types have.
+std::vector<uint8_t> kquant_rows(WeightType type, int64_t rows, int64_t k, uint32_t seed, bool all_ones) {
+  std::vector<uint8_t> out(rows * row_bytes(type, k));
+  std::mt19937 rng(seed);
+  for (auto& b : out) b = all_ones ? 0xFF : static_cast<uint8_t>(rng());
+  const size_t bytes = row_bytes(type, kQKK);
+  std::uniform_real_distribution<float> u(0.001f, 0.05f);
+  for (size_t off = 0; off < out.size(); off += bytes) {
+    const uint16_t d = f32_to_f16(u(rng)), dmin = f32_to_f16(u(rng));
+    if (type == WeightType::kQ6_K) {
+      std::memcpy(&out[off + 208], &d, 2);
+    } else {
+      std::memcpy(&out[off], &d, 2);
+      std::memcpy(&out[off + 2], &dmin, 2);
+    }
+  }
+  return out;
+}
+
+void run_kquant(const KernelTable& t, WeightType type, const void* w, const int8_t* q, const float* d,
+                const int32_t* s, int64_t nb, float* y, int64_t ldy, int mr) {
+  switch (type) {
+    case WeightType::kQ4_K: return t.dot_q4_k_rows(static_cast<const BlockQ4_K*>(w), q, d, s, nb, y, ldy, mr);
+    case WeightType::kQ5_K: return t.dot_q5_k_rows(static_cast<const BlockQ5_K*>(w), q, d, s, nb, y, ldy, mr);
+    default: return t.dot_q6_k_rows(static_cast<const BlockQ6_K*>(w), q, d, s, nb, y, ldy, mr);
+  }
+}
+
+// The generic K-quant dot against the plain definition (ggml's dequantized weights times the dequantized
+// activations, in double) within a float32 rounding bound, and every SIMD table against it bit for bit, on
+// 1 to 48 super-blocks, 1 to 4 activation rows, random and saturating blocks and activations.
+void check_kquant_dot(WeightType type) {
+  const KernelTable& g = generic_kernels();
+  for (int64_t ns : {1, 2, 3, 8, 48}) {
+    const int64_t k = ns * kQKK, nb = k / kQK;
+    for (int pattern = 0; pattern < 3; ++pattern) {
+      SCOPED_TRACE(std::string(weight_type_name(type)) + " super-blocks " + std::to_string(ns) + " pattern " +
+                   std::to_string(pattern));
+      const bool saturate = pattern == 2;
+      const auto w = kquant_rows(type, 1, k, static_cast<uint32_t>(100 + ns + pattern), saturate);
+      std::vector<float> xf = random_floats(static_cast<size_t>(4 * k), 19 + pattern, 5.0f);
+      if (saturate)
+        for (size_t u = 0; u < xf.size(); ++u) xf[u] = (u / 7) % 2 ? 1.0f : -1.0f;  // every q is +-127
+      std::vector<int8_t> q(4 * k);
+      std::vector<float> d(4 * nb);
+      std::vector<int32_t> s(4 * nb);
+      for (int i = 0; i < 4; ++i)
+        quantize_row_act_ref(xf.data() + i * k, k, q.data() + i * k, d.data() + i * nb, s.data() + i * nb);
+      std::vector<float> wrow(k);
+      g.row_to_f32(type, w.data(), wrow.data(), k);
+      for (int mr = 1; mr <= 4; ++mr) {
+        float ya[4 * 3], yb[4 * 3];
+        run_kquant(g, type, w.data(), q.data(), d.data(), s.data(), nb, ya, 3, mr);
+        for (int i = 0; i < mr; ++i) {
+          double want = 0, abs_sum = 0;
+          for (int64_t u = 0; u < k; ++u) {
+            const double xv = double{d[i * nb + u / kQK]} * q[i * k + u];
+            want += wrow[u] * xv;
+            abs_sum += std::abs(double{wrow[u]} * xv);
+          }
+          // ggml's float dequantization rounds each value (d * sc then * q, minus dmin * m): a few ulps per
+          // value on top of the per-block accumulation.
+          EXPECT_LE(std::abs(want - ya[i * 3]), 8.0 * (ns + 8) * kEps * abs_sum + 1e-30) << "row " << i;
+        }
+        for (const KernelTable* t : simd_tables()) {
+          run_kquant(*t, type, w.data(), q.data(), d.data(), s.data(), nb, yb, 3, mr);
+          for (int i = 0; i < mr; ++i) ASSERT_EQ(ya[i * 3], yb[i * 3]) << t->name << " mr " << mr << " row " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(Kernels, DotQ4_KExactAndBitIdenticalToGeneric) { check_kquant_dot(WeightType::kQ4_K); }
+TEST(Kernels, DotQ5_KExactAndBitIdenticalToGeneric) { check_kquant_dot(WeightType::kQ5_K); }
+TEST(Kernels, DotQ6_KExactAndBitIdenticalToGeneric) { check_kquant_dot(WeightType::kQ6_K); }
+
+// K-quant rows read back as every table reads them: exactly the reference dequantization.
+TEST(Kernels, KQuantRowToF32MatchesReference) {
+  for (WeightType type : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
+    const int64_t k = 3 * kQKK;
+    const auto w = kquant_rows(type, 1, k, 7, false);
+    std::vector<float> want(k), got(k);
+    if (type == WeightType::kQ4_K) dequantize_row_q4_k_ref(reinterpret_cast<const BlockQ4_K*>(w.data()), want.data(), k);
+    if (type == WeightType::kQ5_K) dequantize_row_q5_k_ref(reinterpret_cast<const BlockQ5_K*>(w.data()), want.data(), k);
+    if (type == WeightType::kQ6_K) dequantize_row_q6_k_ref(reinterpret_cast<const BlockQ6_K*>(w.data()), want.data(), k);
+    std::vector<const KernelTable*> tables = simd_tables();
+    tables.push_back(&generic_kernels());
+    for (const KernelTable* t : tables) {
+      t->row_to_f32(type, w.data(), got.data(), k);
+      EXPECT_EQ(want, got) << t->name << " " << weight_type_name(type);
+    }
+  }
+}
+
+// The matmul driver on K-quant rows (threads over weight rows, blocks of activation rows, tails of 1-3
+// rows) against a plain float product of the dequantized weights.
+TEST(Matmul, KQuantRowsMatchAPlainFloatProduct) {
+  ThreadPool pool(2);
+  for (auto [n, m, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 9, 256}, {7, 24, 512}, {133, 40, 1024}}) {
+    const auto x = random_floats(static_cast<size_t>(n * k), 21);
+    for (WeightType type : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
+      const auto rows = kquant_rows(type, m, k, 22, false);
+      const Mat w{type, m, k, rows.data()};
+      std::vector<float> y(n * m), wrow(k);
+      matmul(pool, x.data(), n, w, nullptr, y.data());
+      double max_ref = 0, max_err = 0;
+      for (int64_t j = 0; j < m; ++j) {
+        w.row_to_f32(j, wrow.data());
+        for (int64_t i = 0; i < n; ++i) {
+          double s = 0;
+          for (int64_t u = 0; u < k; ++u) s += double{x[i * k + u]} * wrow[u];
+          max_ref = std::max(max_ref, std::abs(s));
+          max_err = std::max(max_err, std::abs(s - y[i * m + j]));
+        }
+      }
+      EXPECT_LE(max_err / max_ref, 2e-2) << weight_type_name(type) << " n " << n << " m " << m << " k " << k;
+    }
+  }
+}
+
 TEST(ThreadPool, PinsEachThreadToOneAllowedCpu) {
   cpu_set_t allowed;
   ASSERT_EQ(0, sched_getaffinity(0, sizeof(allowed), &allowed));

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "tensor/dtype.h"
+#include "tensor/quant.h"
 
 namespace qvl {
 
@@ -482,15 +483,14 @@ namespace {
 
 uint16_t u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 
-// The 6-bit scale and min of sub-block j of a Q4_K / Q5_K super-block (get_scale_min_k4).
-void scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
+template <class Block, void (*Dequantize)(const Block*, float*, int64_t)>
+Status dequantize_blocks(const uint8_t* x, float* y, int64_t n) {
+  for (int64_t b = 0; b < n / kQKK; ++b) {
+    Block block;
+    std::memcpy(&block, x + b * static_cast<int64_t>(sizeof(Block)), sizeof(Block));
+    Dequantize(&block, y + b * kQKK, kQKK);
   }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -526,60 +526,11 @@ Status gguf_dequantize_row(uint32_t type, const uint8_t* x, float* y, int64_t n)
         for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(static_cast<int8_t>(x[2 + j])) * d;
       }
       return Status::Ok();
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K: {
-      const bool five = t == GgmlType::kQ5_K;
-      const int64_t bytes = ggml_block_bytes(t);
-      for (int64_t b = 0; b < n / 256; ++b, x += bytes) {
-        const float d = f16_to_f32(u16(x)), dmin = f16_to_f32(u16(x + 2));
-        const uint8_t* scales = x + 4;
-        const uint8_t* qh = five ? x + 16 : nullptr;
-        const uint8_t* q = x + (five ? 48 : 16);
-        int is = 0;
-        uint8_t u1 = 1, u2 = 2;
-        for (int j = 0; j < 256; j += 64) {
-          uint8_t sc, m;
-          scale_min_k4(is + 0, scales, &sc, &m);
-          const float d1 = d * sc, m1 = dmin * m;
-          scale_min_k4(is + 1, scales, &sc, &m);
-          const float d2 = d * sc, m2 = dmin * m;
-          for (int l = 0; l < 32; ++l)
-            *y++ = d1 * static_cast<float>((q[l] & 0xF) + (five && (qh[l] & u1) ? 16 : 0)) - m1;
-          for (int l = 0; l < 32; ++l)
-            *y++ = d2 * static_cast<float>((q[l] >> 4) + (five && (qh[l] & u2) ? 16 : 0)) - m2;
-          q += 32;
-          is += 2;
-          u1 = static_cast<uint8_t>(u1 << 2);
-          u2 = static_cast<uint8_t>(u2 << 2);
-        }
-      }
-      return Status::Ok();
-    }
-    case GgmlType::kQ6_K:
-      for (int64_t b = 0; b < n / 256; ++b, x += 210) {
-        const float d = f16_to_f32(u16(x + 208));
-        const uint8_t* ql = x;
-        const uint8_t* qh = x + 128;
-        const int8_t* sc = reinterpret_cast<const int8_t*>(x + 192);
-        for (int h = 0; h < 256; h += 128) {
-          for (int l = 0; l < 32; ++l) {
-            const int is = l / 16;
-            const int q1 = static_cast<int8_t>((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-            const int q2 = static_cast<int8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-            const int q3 = static_cast<int8_t>((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-            const int q4 = static_cast<int8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-            y[l + 0] = d * sc[is + 0] * q1;
-            y[l + 32] = d * sc[is + 2] * q2;
-            y[l + 64] = d * sc[is + 4] * q3;
-            y[l + 96] = d * sc[is + 6] * q4;
-          }
-          y += 128;
-          ql += 64;
-          qh += 32;
-          sc += 8;
-        }
-      }
-      return Status::Ok();
+    // The file's bytes may sit at any address (general.alignment can be 1): each super-block is copied to
+    // an aligned one first.
+    case GgmlType::kQ4_K: return dequantize_blocks<BlockQ4_K, dequantize_row_q4_k_ref>(x, y, n);
+    case GgmlType::kQ5_K: return dequantize_blocks<BlockQ5_K, dequantize_row_q5_k_ref>(x, y, n);
+    case GgmlType::kQ6_K: return dequantize_blocks<BlockQ6_K, dequantize_row_q6_k_ref>(x, y, n);
   }
   return Status::Error("unreachable");
 }

@@ -11,6 +11,7 @@
 #include <arm_neon.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "kernels/kernels.h"
 
@@ -160,6 +161,174 @@ void quantize_act(const float* x, int64_t cols, int8_t* q, float* d, int32_t* su
     vst1q_s8(q + b * kQK + 16, vcombine_s8(vmovn_s16(h[2]), vmovn_s16(h[3])));
     d[b] = db;
     sum[b] = vaddvq_s32(s);
+  }
+}
+
+// ---- K-quant rows (see kernels.h for the arithmetic every table follows) ------------------------------------
+
+namespace {
+
+inline float h2f(uint16_t h) {
+  __fp16 f;
+  std::memcpy(&f, &h, sizeof f);
+  return static_cast<float>(f);
+}
+
+// The 6-bit scales and mins of a Q4_K/Q5_K super-block (as x86_avx2.cpp's unpack_scales_mins).
+inline void unpack_scales_mins(const uint8_t* packed, uint8_t* sc, uint8_t* m) {
+  uint32_t w[3];
+  std::memcpy(w, packed, 12);
+  const uint32_t sc_lo = w[0] & 0x3F3F3F3Fu, m_lo = w[1] & 0x3F3F3F3Fu;
+  const uint32_t sc_hi = (w[2] & 0x0F0F0F0Fu) | (((w[0] >> 6) & 0x03030303u) << 4);
+  const uint32_t m_hi = ((w[2] >> 4) & 0x0F0F0F0Fu) | (((w[1] >> 6) & 0x03030303u) << 4);
+  std::memcpy(sc, &sc_lo, 4);
+  std::memcpy(sc + 4, &sc_hi, 4);
+  std::memcpy(m, &m_lo, 4);
+  std::memcpy(m + 4, &m_hi, 4);
+}
+
+// Lanes j < 4 of the result: v[j]'s 4 lanes summed (pairwise adds: exact in integers).
+inline int32x4_t sum_lanes4(const int32x4_t* v) {
+  return vpaddq_s32(vpaddq_s32(v[0], v[1]), vpaddq_s32(v[2], v[3]));
+}
+
+// 8 bytes widened to two int32x4 (lanes 0-3, 4-7).
+inline void widen8(const uint8_t* b, int32x4_t& lo, int32x4_t& hi) {
+  const uint16x8_t h = vmovl_u8(vld1_u8(b));
+  lo = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(h)));
+  hi = vreinterpretq_s32_u32(vmovl_high_u16(h));
+}
+
+// ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)), as generic's kquant_lanes_sum.
+inline float lanes_sum(float32x4_t lo, float32x4_t hi) {
+  const float32x4_t s = vaddq_f32(lo, hi);
+  const float32x2_t t = vadd_f32(vget_low_f32(s), vget_high_f32(s));
+  return vget_lane_f32(t, 0) + vget_lane_f32(t, 1);
+}
+
+// Q4_K / Q5_K: the 8 sub-blocks' unsigned values (non-negative signed bytes for sdot) unpacked once per
+// super-block, two registers of 16 each, and dotted with every activation row.
+template <bool FIVE, int MR, class Block>
+void dot_q45_k_mr(const Block* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                  int64_t ldy) {
+  const uint8x16_t low4 = vdupq_n_u8(0x0F);
+  float32x4_t acc[MR][2];
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = vdupq_n_f32(0.0f);
+  for (int64_t s = 0; s < nb / 8; ++s) {
+    const Block& blk = w[s];
+    int8x16_t q[8][2];
+    for (int c = 0; c < 4; ++c)
+      for (int k = 0; k < 2; ++k) {
+        const uint8x16_t p = vld1q_u8(blk.qs + 32 * c + 16 * k);
+        q[2 * c][k] = vreinterpretq_s8_u8(vandq_u8(p, low4));
+        q[2 * c + 1][k] = vreinterpretq_s8_u8(vshrq_n_u8(p, 4));
+      }
+    if constexpr (FIVE) {
+      // The fifth bit of sub-block j: bit j of qh[t] for its value t, worth 16.
+      for (int k = 0; k < 2; ++k) {
+        const uint8x16_t qh = vld1q_u8(blk.qh + 16 * k);
+        for (int j = 0; j < 8; ++j) {
+          const uint8x16_t bit = vtstq_u8(qh, vdupq_n_u8(static_cast<uint8_t>(1u << j)));
+          q[j][k] = vreinterpretq_s8_u8(vorrq_u8(vreinterpretq_u8_s8(q[j][k]), vandq_u8(bit, vdupq_n_u8(16))));
+        }
+      }
+    }
+    alignas(8) uint8_t sc[8], m[8];
+    unpack_scales_mins(blk.scales, sc, m);
+    int32x4_t sc_lo, sc_hi, m_lo, m_hi;
+    widen8(sc, sc_lo, sc_hi);
+    widen8(m, m_lo, m_hi);
+    const float d = h2f(blk.d), dmin = h2f(blk.dmin);
+    for (int i = 0; i < MR; ++i) {
+      const int64_t b0 = i * nb + 8 * s;
+      const int8_t* x = xq + b0 * kQK;
+      int32x4_t dot[8];
+      for (int j = 0; j < 8; ++j) {
+        const int32x4_t z = vdupq_n_s32(0);
+        dot[j] = vdotq_s32(vdotq_s32(z, q[j][0], vld1q_s8(x + j * kQK)), q[j][1], vld1q_s8(x + j * kQK + 16));
+      }
+      const int32x4_t isum[2] = {vmulq_s32(sum_lanes4(dot), sc_lo), vmulq_s32(sum_lanes4(dot + 4), sc_hi)};
+      const int32x4_t msum[2] = {vmulq_s32(vld1q_s32(xsum + b0), m_lo), vmulq_s32(vld1q_s32(xsum + b0 + 4), m_hi)};
+      for (int h = 0; h < 2; ++h) {
+        const float32x4_t dx = vld1q_f32(xd + b0 + 4 * h);
+        acc[i][h] = vfmaq_f32(acc[i][h], vmulq_n_f32(dx, d), vcvtq_f32_s32(isum[h]));
+        acc[i][h] = vfmsq_f32(acc[i][h], vmulq_n_f32(dx, dmin), vcvtq_f32_s32(msum[h]));
+      }
+    }
+  }
+  for (int i = 0; i < MR; ++i) y[i * ldy] = lanes_sum(acc[i][0], acc[i][1]);
+}
+
+// Q6_K: values q - 32 in [-32, 31] assembled per block of 32 (two registers: its two sub-blocks of 16),
+// one sdot each, scaled by the sub-block's int8 scale in int32.
+template <int MR>
+void dot_q6_k_mr(const BlockQ6_K* w, const int8_t* xq, const float* xd, int64_t nb, float* y, int64_t ldy) {
+  const uint8x16_t low4 = vdupq_n_u8(0x0F), top2 = vdupq_n_u8(0x30);
+  const int8x16_t m32 = vdupq_n_s8(32);
+  float32x4_t acc[MR][2];
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = vdupq_n_f32(0.0f);
+  for (int64_t s = 0; s < nb / 8; ++s) {
+    const BlockQ6_K& blk = w[s];
+    int8x16_t q[8][2];
+    for (int h = 0; h < 2; ++h)
+      for (int k = 0; k < 2; ++k) {
+        const uint8x16_t l0 = vld1q_u8(blk.ql + 64 * h + 16 * k), l1 = vld1q_u8(blk.ql + 64 * h + 32 + 16 * k);
+        const uint8x16_t hb = vld1q_u8(blk.qh + 32 * h + 16 * k);
+        const uint8x16_t v[4] = {vorrq_u8(vandq_u8(l0, low4), vandq_u8(vshlq_n_u8(hb, 4), top2)),
+                                 vorrq_u8(vandq_u8(l1, low4), vandq_u8(vshlq_n_u8(hb, 2), top2)),
+                                 vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(hb, top2)),
+                                 vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(vshrq_n_u8(hb, 2), top2))};
+        for (int g = 0; g < 4; ++g) q[4 * h + g][k] = vsubq_s8(vreinterpretq_s8_u8(v[g]), m32);
+      }
+    const float d = h2f(blk.d);
+    for (int i = 0; i < MR; ++i) {
+      const int64_t b0 = i * nb + 8 * s;
+      const int8_t* x = xq + b0 * kQK;
+      int32x4_t dot[8];
+      for (int j = 0; j < 8; ++j) {
+        const int32x4_t z = vdupq_n_s32(0);
+        const int32x4_t a = vdotq_s32(z, q[j][0], vld1q_s8(x + j * kQK));
+        const int32x4_t b = vdotq_s32(z, q[j][1], vld1q_s8(x + j * kQK + 16));
+        dot[j] = vmlaq_n_s32(vmulq_n_s32(a, blk.scales[2 * j]), b, blk.scales[2 * j + 1]);
+      }
+      const int32x4_t isum[2] = {sum_lanes4(dot), sum_lanes4(dot + 4)};
+      for (int h = 0; h < 2; ++h)
+        acc[i][h] = vfmaq_f32(acc[i][h], vmulq_n_f32(vld1q_f32(xd + b0 + 4 * h), d), vcvtq_f32_s32(isum[h]));
+    }
+  }
+  for (int i = 0; i < MR; ++i) y[i * ldy] = lanes_sum(acc[i][0], acc[i][1]);
+}
+
+}  // namespace
+
+void dot_q4_k_rows(const BlockQ4_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                   int64_t ldy, int mr) {
+  switch (mr) {
+    case 1: return dot_q45_k_mr<false, 1>(w, xq, xd, xsum, nb, y, ldy);
+    case 2: return dot_q45_k_mr<false, 2>(w, xq, xd, xsum, nb, y, ldy);
+    case 3: return dot_q45_k_mr<false, 3>(w, xq, xd, xsum, nb, y, ldy);
+    default: return dot_q45_k_mr<false, 4>(w, xq, xd, xsum, nb, y, ldy);
+  }
+}
+
+void dot_q5_k_rows(const BlockQ5_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                   int64_t ldy, int mr) {
+  switch (mr) {
+    case 1: return dot_q45_k_mr<true, 1>(w, xq, xd, xsum, nb, y, ldy);
+    case 2: return dot_q45_k_mr<true, 2>(w, xq, xd, xsum, nb, y, ldy);
+    case 3: return dot_q45_k_mr<true, 3>(w, xq, xd, xsum, nb, y, ldy);
+    default: return dot_q45_k_mr<true, 4>(w, xq, xd, xsum, nb, y, ldy);
+  }
+}
+
+void dot_q6_k_rows(const BlockQ6_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                   int64_t ldy, int mr) {
+  (void)xsum;
+  switch (mr) {
+    case 1: return dot_q6_k_mr<1>(w, xq, xd, nb, y, ldy);
+    case 2: return dot_q6_k_mr<2>(w, xq, xd, nb, y, ldy);
+    case 3: return dot_q6_k_mr<3>(w, xq, xd, nb, y, ldy);
+    default: return dot_q6_k_mr<4>(w, xq, xd, nb, y, ldy);
   }
 }
 

@@ -83,6 +83,12 @@ void gemm_q8_0x8(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const 
 void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
                  int64_t ldy, int mr);
 void quantize_act(const float* x, int64_t cols, int8_t* q, float* d, int32_t* sum);
+void dot_q4_k_rows(const BlockQ4_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                   int64_t ldy, int mr);
+void dot_q5_k_rows(const BlockQ5_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                   int64_t ldy, int mr);
+void dot_q6_k_rows(const BlockQ6_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                   int64_t ldy, int mr);
 }  // namespace neon
 
 const KernelTable* neon_kernels() {
@@ -96,6 +102,9 @@ const KernelTable* neon_kernels() {
     t.gemm_q4_0x8 = neon::gemm_q4_0x8;
     t.gemm_q8_0x16 = two_groups<BlockQ8_0x8, neon::gemm_q8_0x8>;
     t.gemm_q4_0x16 = two_groups<BlockQ4_0x8, neon::gemm_q4_0x8>;
+    t.dot_q4_k_rows = neon::dot_q4_k_rows;
+    t.dot_q5_k_rows = neon::dot_q5_k_rows;
+    t.dot_q6_k_rows = neon::dot_q6_k_rows;
     return t;
   }();
   return &table;

@@ -31,6 +31,15 @@ void row_to_f32(WeightType type, const void* row, float* out, int64_t cols) {
     case WeightType::kQ4_0:
       dequantize_row_q4_0_ref(static_cast<const BlockQ4_0*>(row), out, cols);
       return;
+    case WeightType::kQ4_K:
+      dequantize_row_q4_k_ref(static_cast<const BlockQ4_K*>(row), out, cols);
+      return;
+    case WeightType::kQ5_K:
+      dequantize_row_q5_k_ref(static_cast<const BlockQ5_K*>(row), out, cols);
+      return;
+    case WeightType::kQ6_K:
+      dequantize_row_q6_k_ref(static_cast<const BlockQ6_K*>(row), out, cols);
+      return;
   }
 }
 
@@ -150,13 +159,87 @@ void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const 
     }
 }
 
+// Q4_K / Q5_K (qh null for Q4_K): the unsigned value t < 32 of sub-block j.
+inline int q45_k_value(const uint8_t* qs, const uint8_t* qh, int j, int t) {
+  const uint8_t byte = qs[32 * (j / 2) + t];
+  const int low = j % 2 == 0 ? byte & 0xF : byte >> 4;
+  return low + (qh && ((qh[t] >> j) & 1) ? 16 : 0);
+}
+
+template <class Block>
+void dot_q45_k_rows(const Block* w, const uint8_t* (*qh_of)(const Block&), const int8_t* xq, const float* xd,
+                    const int32_t* xsum, int64_t nb, float* y, int64_t ldy, int mr) {
+  for (int i = 0; i < mr; ++i) {
+    float a[8] = {};
+    for (int64_t s = 0; s < nb / 8; ++s) {
+      const Block& blk = w[s];
+      const float d = f16_to_f32(blk.d), dmin = f16_to_f32(blk.dmin);
+      for (int j = 0; j < 8; ++j) {
+        const int64_t b = i * nb + 8 * s + j;
+        const int8_t* x = xq + b * kQK;
+        uint8_t sc, m;
+        kquant_scale_min(j, blk.scales, &sc, &m);
+        int32_t dot = 0;
+        for (int t = 0; t < kQK; ++t) dot += q45_k_value(blk.qs, qh_of(blk), j, t) * int32_t{x[t]};
+        a[j] = std::fma(d * xd[b], static_cast<float>(sc * dot), a[j]);
+        a[j] = std::fma(-(dmin * xd[b]), static_cast<float>(m * xsum[b]), a[j]);
+      }
+    }
+    y[i * ldy] = kquant_lanes_sum(a);
+  }
+}
+
+const uint8_t* no_qh(const BlockQ4_K&) { return nullptr; }
+const uint8_t* qh_of(const BlockQ5_K& b) { return b.qh; }
+
+void dot_q4_k_rows(const BlockQ4_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                   int64_t ldy, int mr) {
+  dot_q45_k_rows(w, no_qh, xq, xd, xsum, nb, y, ldy, mr);
+}
+
+void dot_q5_k_rows(const BlockQ5_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                   int64_t ldy, int mr) {
+  dot_q45_k_rows(w, qh_of, xq, xd, xsum, nb, y, ldy, mr);
+}
+
+// Block j of a Q6_K super-block: half h = j / 4, group g = j % 4 (see BlockQ6_K).
+void dot_q6_k_rows(const BlockQ6_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                   int64_t ldy, int mr) {
+  (void)xsum;
+  for (int i = 0; i < mr; ++i) {
+    float a[8] = {};
+    for (int64_t s = 0; s < nb / 8; ++s) {
+      const BlockQ6_K& blk = w[s];
+      const float d = f16_to_f32(blk.d);
+      for (int j = 0; j < 8; ++j) {
+        const int64_t b = i * nb + 8 * s + j;
+        const int8_t* x = xq + b * kQK;
+        const int h = j / 4, g = j % 4;
+        int32_t isum = 0;
+        for (int half = 0; half < 2; ++half) {
+          int32_t dot = 0;
+          for (int l = 16 * half; l < 16 * half + 16; ++l) {
+            const uint8_t lo = blk.ql[64 * h + l + 32 * (g & 1)];
+            const int q = (g < 2 ? lo & 0xF : lo >> 4) | (((blk.qh[32 * h + l] >> (2 * g)) & 3) << 4);
+            dot += (q - 32) * int32_t{x[l]};
+          }
+          isum += blk.scales[2 * j + half] * dot;
+        }
+        a[j] = std::fma(d * xd[b], static_cast<float>(isum), a[j]);
+      }
+    }
+    y[i * ldy] = kquant_lanes_sum(a);
+  }
+}
+
 }  // namespace
 
 const KernelTable& generic_kernels() {
   static const KernelTable table{"generic",      row_to_f32,    gemm_f32_tile, gemm_f32_nn_tile,
                                  6, 16, exp_scaled, gelu_tanh,     silu_mul,      quantize_row_q8_0_ref,
                                  dot_q8_0_rows,  dot_q4_0_rows, quantize_row_act_ref, gemm_q8_0x8,
-                                 gemm_q4_0x8,    two_groups<BlockQ8_0x8, gemm_q8_0x8>, two_groups<BlockQ4_0x8, gemm_q4_0x8>};
+                                 gemm_q4_0x8,    two_groups<BlockQ8_0x8, gemm_q8_0x8>, two_groups<BlockQ4_0x8, gemm_q4_0x8>,
+                                 dot_q4_k_rows,  dot_q5_k_rows, dot_q6_k_rows};
   return table;
 }
 

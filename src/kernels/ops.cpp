@@ -150,6 +150,47 @@ void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, 
   });
 }
 
+// K-quant rows (GGUF's Q4_K, Q5_K, Q6_K, bound as the file stores them): activations quantized once as for
+// the interleaved GEMM; the threads take chunks of weight rows, and each weight row is dotted with 4
+// activation rows at a time (its super-blocks stay in L1 across a block of activation rows).
+void matmul_kquant(ThreadPool& pool, const KernelTable& K, const float* x, int64_t n, const Mat& w, float* y) {
+  const int64_t m = w.rows, k = w.cols, nb = k / kQK;
+  QVL_CHECK(k % kQKK == 0);
+  thread_local QuantizedRows xq;
+  xq.q.resize(static_cast<size_t>(n * k));
+  xq.d.resize(static_cast<size_t>(n * nb));
+  xq.sum.resize(static_cast<size_t>(n * nb));
+  int8_t* q = xq.q.data();
+  float* d = xq.d.data();
+  int32_t* s = xq.sum.data();
+  pool.parallel_for(n, 4, [&](int, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) K.quantize_act(x + i * k, k, q + i * k, d + i * nb, s + i * nb);
+  });
+  const int64_t chunk = std::clamp<int64_t>(m / (8 * pool.size()), 8, 128);
+  pool.parallel_for_dynamic(m, chunk, [&](int, int64_t j0, int64_t j1) {
+    for (int64_t r0 = 0; r0 < n; r0 += kRowBlock) {
+      const int64_t r1 = std::min(n, r0 + kRowBlock);
+      for (int64_t j = j0; j < j1; ++j) {
+        const void* row = w.row(j);
+        for (int64_t i = r0; i < r1; i += 4) {
+          const int mr = static_cast<int>(std::min<int64_t>(4, r1 - i));
+          float* yi = y + i * m + j;
+          switch (w.type) {
+            case WeightType::kQ4_K:
+              K.dot_q4_k_rows(static_cast<const BlockQ4_K*>(row), q + i * k, d + i * nb, s + i * nb, nb, yi, m, mr);
+              break;
+            case WeightType::kQ5_K:
+              K.dot_q5_k_rows(static_cast<const BlockQ5_K*>(row), q + i * k, d + i * nb, s + i * nb, nb, yi, m, mr);
+              break;
+            default:
+              K.dot_q6_k_rows(static_cast<const BlockQ6_K*>(row), q + i * k, d + i * nb, s + i * nb, nb, yi, m, mr);
+          }
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void matmul(ThreadPool& pool, const float* x, int64_t n, const Mat& w, const float* bias, float* y) {
@@ -162,6 +203,8 @@ void matmul(ThreadPool& pool, const float* x, int64_t n, const Mat& w, const flo
   // few rows, else the blocks are widened to float32 once per block of weight rows for the float tiles.
   if (w.layout == Layout::kInterleaved8) {
     matmul_interleaved(pool, K, x, n, w, y);
+  } else if (is_kquant(w.type)) {
+    matmul_kquant(pool, K, x, n, w, y);
   } else if (is_quantized(w.type) && n <= kMaxRowsForIntegerDots) {
     matmul_quantized(pool, K, x, n, w, y);
   } else {

@@ -23,7 +23,12 @@ void narrow_row(const float* in, WeightType type, void* out, int64_t cols) {
     case WeightType::kQ4_0:
       quantize_row_q4_0_ref(in, static_cast<BlockQ4_0*>(out), cols);
       return;
+    case WeightType::kQ4_K:
+    case WeightType::kQ5_K:
+    case WeightType::kQ6_K:
+      break;  // not a conversion target (weight_type_from_name does not name them)
   }
+  QVL_CHECK(false && "narrow_row: K-quants are bound from GGUF files, not converted to");
 }
 
 WeightTypes default_weight_types() {
@@ -135,12 +140,13 @@ Status convert_weights(TextW& text, VisionW& vision, const WeightTypes& types, T
     if (kept) kept->push_back(name);
     return false;
   };
-  // A matrix already stored quantized (a `qvl quantize` directory) keeps its values: converting it again
-  // could only lose precision; if stored row by row, it is interleaved for the integer GEMM.
+  // A matrix already stored quantized (a `qvl quantize` directory, a GGUF) keeps its values: converting it
+  // again could only lose precision; Q8_0/Q4_0 rows are interleaved for the integer GEMM, K-quant rows stay.
   for (auto& [name, m] : convertible_matrices(text, vision, types.text.has_value(), false)) {
     // A tied LM head shares the embedding table, which is still read (row lookups). Pages of a file mapping
     // may go (they are read again from the file); memory `keep` names (a table built at load) must stay.
     const bool release = keep == nullptr || m->data != keep;
+    if (is_kquant(m->type)) continue;  // a GGUF's K-quant matrix: its own kernels, kept as stored
     if (is_quantized(m->type)) {
       QVL_ASSIGN_OR_RETURN(*m, interleave_matrix(*m, pool, arena, release));
     } else if (blockable(*m, *types.text, name)) {
@@ -148,6 +154,7 @@ Status convert_weights(TextW& text, VisionW& vision, const WeightTypes& types, T
     }
   }
   for (auto& [name, m] : convertible_matrices(text, vision, false, types.vision.has_value())) {
+    if (is_kquant(m->type)) continue;
     if (is_quantized(m->type)) {
       QVL_ASSIGN_OR_RETURN(*m, interleave_matrix(*m, pool, arena));
     } else if (blockable(*m, *types.vision, name)) {

@@ -95,6 +95,18 @@ std::string hf_name(const std::string& g, const std::vector<int64_t>& deepstack)
   return "";
 }
 
+// Quantized blocks hold f16 scales, read in place: a tensor must start on a 2-byte boundary (llama.cpp
+// writes 32-byte alignment; general.alignment may be as low as 1).
+Status check_block_alignment(const GgufFile& f, const GgufTensor& t) {
+  if (reinterpret_cast<uintptr_t>(t.data) % alignof(BlockQ4_0) == 0) return Status::Ok();
+  return Status::Error(f.name() + ": tensor '" + t.name + "' starts at an odd offset (general.alignment " +
+                       std::to_string(f.alignment()) + "); expected its blocks on a 2-byte boundary");
+}
+
+WeightType kquant_weight_type(GgmlType t) {
+  return t == GgmlType::kQ4_K ? WeightType::kQ4_K : t == GgmlType::kQ5_K ? WeightType::kQ5_K : WeightType::kQ6_K;
+}
+
 }  // namespace
 
 std::string gguf_tensor_name(const std::string& hf, const std::vector<int64_t>& deepstack) {
@@ -182,7 +194,7 @@ Result<GgufPair> locate_gguf_pair(const std::string& path) {
                        "its quantization or F16; keep one");
 }
 
-Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pair, const WeightTypes& types, int threads) {
+Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pair, int threads) {
   auto ck = std::make_unique<GgufCheckpoint>();
   QVL_ASSIGN_OR_RETURN(GgufFile text, GgufFile::open(pair.text));
   QVL_ASSIGN_OR_RETURN(GgufFile vis, GgufFile::open(pair.mmproj));
@@ -277,28 +289,6 @@ Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pai
     });
     return out;
   };
-  // A K-quant matrix dequantized row by row straight into `target` (one float row at a time).
-  auto requantized = [&](const GgufTensor& t, const std::string& name, WeightType target) {
-    const int64_t cols = t.ne[0], rows = t.numel() / cols;
-    const uint64_t src_row = t.bytes / static_cast<uint64_t>(rows);
-    const size_t rb = row_bytes(target, cols);
-    std::unique_ptr<uint8_t[]> out(new uint8_t[rb * static_cast<size_t>(rows)]);  // every row written below
-    pool.parallel_for(rows, 64, [&](int, int64_t r0, int64_t r1) {
-      std::vector<float> row(static_cast<size_t>(cols));  // [cols]
-      for (int64_t r = r0; r < r1; ++r) {
-        (void)gguf_dequantize_row(t.type, t.data + r * src_row, row.data(), cols);
-        narrow_row(row.data(), target, out.get() + rb * static_cast<size_t>(r), cols);
-      }
-    });
-    if (is_quantized(target)) {
-      views.push_back({name, DType::kU8, {rows, static_cast<int64_t>(rb)}, out.get(), rb * static_cast<size_t>(rows)});
-      meta["qvl.quantized." + name] = weight_type_name(target);
-    } else {
-      const DType d = target == WeightType::kF16 ? DType::kF16 : target == WeightType::kBF16 ? DType::kBF16 : DType::kF32;
-      views.push_back({name, d, {rows, cols}, out.get(), rb * static_cast<size_t>(rows)});
-    }
-    ck->owned.push_back(std::move(out));
-  };
   for (const GgufFile* f : {&text, &vis}) {
     for (const GgufTensor& t : f->tensors()) {
       if (t.name == "v.patch_embd.weight" || t.name == "v.patch_embd.weight.1") continue;
@@ -318,25 +308,25 @@ Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pai
           const int64_t rows = t.numel() / t.ne[0];
           if (shape.size() != 2) return Status::Error(f->name() + ": tensor '" + t.name + "' is quantized with " +
                                                      std::to_string(shape.size()) + " dimensions, expected a matrix");
+          QVL_RETURN_IF_ERROR(check_block_alignment(*f, t));
           views.push_back({name, DType::kU8, {rows, static_cast<int64_t>(t.bytes) / rows}, t.data, t.bytes});
           meta["qvl.quantized." + name] = t.type == static_cast<uint32_t>(GgmlType::kQ8_0) ? "q8_0" : "q4_0";
           break;
         }
         default: {
-          // K-quants. Matrices go straight to the type asked for (q8_0 when the stored type is to be kept); the
-          // token embedding, read by rows, to that type if it is a float one, else q8_0 (a quarter of float's
-          // memory: an 8B's would be 2.5 GB as float); the rest (the position embedding) to float.
-          const std::optional<WeightType>& asked = f == &text ? types.text : types.vision;
-          const WeightType target = asked.value_or(WeightType::kQ8_0);
-          if (shape.size() == 2 && t.name == "token_embd.weight") {
-            requantized(t, name, is_quantized(target) ? WeightType::kQ8_0 : target);
-          } else if (shape.size() == 2 && t.name != "v.position_embd.weight") {
-            requantized(t, name, target);
+          // K-quants: matrices are bound as the file stores them (qvl's K-quant kernels dot them in
+          // integers, and the token embedding's rows are dequantized as they are looked up); the rest (the
+          // vision position embedding) is expanded to float once.
+          const int64_t rows = t.numel() / t.ne[0];
+          if (shape.size() == 2 && t.name != "v.position_embd.weight") {
+            QVL_RETURN_IF_ERROR(check_block_alignment(*f, t));
+            views.push_back({name, DType::kU8, {rows, static_cast<int64_t>(t.bytes) / rows}, t.data, t.bytes});
+            meta["qvl.quantized." + name] = weight_type_name(kquant_weight_type(static_cast<GgmlType>(t.type)));
           } else {
             add_owned(name, shape, dequantized(t), static_cast<size_t>(t.numel()));
+            // Its file pages are not read again.
+            SafetensorsModel::release(t.data, t.bytes);
           }
-          // Its file pages are not read again.
-          SafetensorsModel::release(t.data, t.bytes);
         }
       }
     }

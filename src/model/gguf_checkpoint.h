@@ -7,10 +7,9 @@
 //   - the patch embedding, which llama.cpp's converter splits into its two time slices
 //     (v.patch_embd.weight and v.patch_embd.weight.1), is stacked back into the Conv3d kernel;
 //   - F32, F16 and BF16 tensors are views into the mapped file; Q8_0 and Q4_0 rows are GGUF's blocks, which
-//     are qvl's own, bound as they are; K-quant matrices (Q4_K, Q5_K, Q6_K) are dequantized exactly as ggml
-//     does and stored at once in the type asked for (--text-weights/--vision-weights; q8_0 when the stored
-//     type is to be kept: qvl has no K-quant kernels yet), one tensor at a time, so memory peaks at one float
-//     row; a K-quant token embedding becomes q8_0 (or the float type asked for), other K-quant tensors float.
+//     are qvl's own, and K-quant matrices (Q4_K, Q5_K, Q6_K) are dotted by qvl's K-quant kernels: both are
+//     bound as they are, no copy; a K-quant tensor that is not a matrix (the vision position embedding) is
+//     dequantized to float exactly as ggml does.
 #pragma once
 
 #include <map>
@@ -43,10 +42,9 @@ Result<GgufPair> locate_gguf_pair(const std::string& path);
 // True for a .gguf file, or a directory with .gguf files and no config.json.
 bool is_gguf_model(const std::string& path);
 
-// `types`: what K-quant matrices become (see above), converted on `threads` threads (0: one per core); the
-// rest is bound as stored.
-Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pair, const WeightTypes& types = {},
-                                                             int threads = 0);
+// Tensors rebuilt at load (the patch embedding, a K-quant position embedding) on `threads` threads (0: one
+// per core).
+Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pair, int threads = 0);
 
 // llama.cpp's name for a transformers tensor name ("" for the patch embedding, which is split, and for names
 // outside the layout); `deepstack` is vision_config.deepstack_visual_indexes.

@@ -70,7 +70,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const WeightT
 // from the file's tokenizer.chat_template.
 Result<std::unique_ptr<Model>> Model::load_gguf(const std::string& path, const WeightTypes& types, int threads) {
   QVL_ASSIGN_OR_RETURN(GgufPair pair, locate_gguf_pair(path));
-  QVL_ASSIGN_OR_RETURN(std::unique_ptr<GgufCheckpoint> ck, open_gguf_checkpoint(pair, types, threads));
+  QVL_ASSIGN_OR_RETURN(std::unique_ptr<GgufCheckpoint> ck, open_gguf_checkpoint(pair, threads));
   std::unique_ptr<Model> m(new Model());
   m->dir_ = path;
   QVL_ASSIGN_OR_RETURN(m->config_, ModelConfig::parse(ck->config_json, pair.text + " (its metadata as config.json)"));

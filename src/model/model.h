@@ -46,6 +46,7 @@ class Model {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   // True when the tokenizer was built from a GGUF's metadata (no tokenizer.json beside the file).
   bool tokenizer_from_gguf() const { return tokenizer_from_gguf_; }
+  bool from_gguf() const { return gguf_ != nullptr; }
   // Which chat template the checkpoint ships (chat_template.json, chat_template.jinja or tokenizer_config.json):
   // Instruct, or Thinking (reasoning in a <think> block the generation prompt opens).
   ChatTemplateKind chat_template() const { return chat_template_; }

@@ -23,6 +23,9 @@ DType float_dtype(WeightType t) {
 
 Status write_converted_model(const Model& model, const std::string& out_dir) {
   namespace fs = std::filesystem;
+  if (model.from_gguf())
+    return Status::Error(model.dir() + ": a GGUF model; `qvl quantize --format qvl` writes a model directory from "
+                         "safetensors weights (qvl loads the GGUF files as they are)");
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) return Status::Error(out_dir + ": cannot create: " + ec.message());

@@ -32,7 +32,8 @@ class Binder {
 
   // A matrix [rows, cols]; tensors of more dimensions (the Conv3d kernel) are flattened after the first.
   // A matrix `qvl quantize` stored as U8 blocks is named in the metadata as quantized_type_key: "q8_0" or
-  // "q4_0" for rows of blocks, "q8_0x8" or "q4_0x8" for interleaved groups of 8 rows.
+  // "q4_0" for rows of blocks, "q8_0x8" or "q4_0x8" for interleaved groups of 8 rows; a GGUF's K-quant
+  // matrix as "q4_k", "q5_k" or "q6_k" (rows of super-blocks).
   Result<Mat> mat(const std::string& name, const std::vector<int64_t>& shape) const {
     int64_t cols = 1;
     for (size_t i = 1; i < shape.size(); ++i) cols *= shape[i];
@@ -43,11 +44,15 @@ class Binder {
         type_name.resize(type_name.size() - 2);
         layout = Layout::kInterleaved8;
       }
-      WeightType type;
-      if (!weight_type_from_name(type_name, &type) || !is_quantized(type) || cols % kQK != 0 ||
-          (layout == Layout::kInterleaved8 && shape[0] % 8 != 0))
-        return Status::Error("tensor " + name + ": metadata names type '" + *q +
-                             "', expected q8_0, q4_0, q8_0x8 or q4_0x8 (x8: rows a multiple of 8)");
+      WeightType type = WeightType::kF32;
+      for (WeightType k : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K})
+        if (type_name == weight_type_name(k) && layout == Layout::kRows) type = k;
+      const bool kquant = is_kquant(type);
+      if ((!kquant && (!weight_type_from_name(type_name, &type) || !is_quantized(type))) || cols % kQK != 0 ||
+          (kquant && cols % kQKK != 0) || (layout == Layout::kInterleaved8 && shape[0] % 8 != 0))
+        return Status::Error("tensor " + name + " [" + std::to_string(shape[0]) + ", " + std::to_string(cols) +
+                             "]: metadata names type '" + *q + "', expected q8_0, q4_0, q8_0x8 or q4_0x8 (x8: rows a "
+                             "multiple of 8; columns a multiple of 32), or q4_k, q5_k, q6_k (columns a multiple of 256)");
       QVL_ASSIGN_OR_RETURN(const TensorView* t, get(name, {shape[0], static_cast<int64_t>(row_bytes(type, cols))}));
       if (t->dtype != DType::kU8) return Status::Error("tensor " + name + " is quantized but not stored as U8");
       return Mat{type, shape[0], cols, t->data, layout};

@@ -15,6 +15,9 @@ const char* weight_type_name(WeightType t) {
     case WeightType::kBF16: return "bf16";
     case WeightType::kQ8_0: return "q8_0";
     case WeightType::kQ4_0: return "q4_0";
+    case WeightType::kQ4_K: return "q4_k";
+    case WeightType::kQ5_K: return "q5_k";
+    case WeightType::kQ6_K: return "q6_k";
   }
   return "?";
 }
@@ -35,6 +38,9 @@ size_t row_bytes(WeightType t, int64_t cols) {
     case WeightType::kBF16: return static_cast<size_t>(cols) * 2;
     case WeightType::kQ8_0: return static_cast<size_t>(cols / kQK) * sizeof(BlockQ8_0);
     case WeightType::kQ4_0: return static_cast<size_t>(cols / kQK) * sizeof(BlockQ4_0);
+    case WeightType::kQ4_K: return static_cast<size_t>(cols / kQKK) * sizeof(BlockQ4_K);
+    case WeightType::kQ5_K: return static_cast<size_t>(cols / kQKK) * sizeof(BlockQ5_K);
+    case WeightType::kQ6_K: return static_cast<size_t>(cols / kQKK) * sizeof(BlockQ6_K);
   }
   return 0;
 }
@@ -138,6 +144,65 @@ void quantize_row_act_ref(const float* x, int64_t cols, int8_t* q, float* d, int
     }
     d[b] = db;
     sum_out[b] = sum;
+  }
+}
+
+namespace {
+
+// Q4_K and Q5_K (qh null): ggml's loop, two sub-blocks of 32 per 64 values.
+void dequantize_q45_k(const uint16_t* dd, const uint8_t* scales, const uint8_t* qh, const uint8_t* q, float* y) {
+  const float d = f16_to_f32(dd[0]), dmin = f16_to_f32(dd[1]);
+  int is = 0;
+  uint8_t u1 = 1, u2 = 2;
+  for (int j = 0; j < kQKK; j += 64) {
+    uint8_t sc, m;
+    kquant_scale_min(is + 0, scales, &sc, &m);
+    const float d1 = d * sc, m1 = dmin * m;
+    kquant_scale_min(is + 1, scales, &sc, &m);
+    const float d2 = d * sc, m2 = dmin * m;
+    for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>((q[l] & 0xF) + (qh && (qh[l] & u1) ? 16 : 0)) - m1;
+    for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>((q[l] >> 4) + (qh && (qh[l] & u2) ? 16 : 0)) - m2;
+    q += 32;
+    is += 2;
+    u1 = static_cast<uint8_t>(u1 << 2);
+    u2 = static_cast<uint8_t>(u2 << 2);
+  }
+}
+
+}  // namespace
+
+void dequantize_row_q4_k_ref(const BlockQ4_K* in, float* out, int64_t cols) {
+  for (int64_t b = 0; b < cols / kQKK; ++b) dequantize_q45_k(&in[b].d, in[b].scales, nullptr, in[b].qs, out + b * kQKK);
+}
+
+void dequantize_row_q5_k_ref(const BlockQ5_K* in, float* out, int64_t cols) {
+  for (int64_t b = 0; b < cols / kQKK; ++b) dequantize_q45_k(&in[b].d, in[b].scales, in[b].qh, in[b].qs, out + b * kQKK);
+}
+
+void dequantize_row_q6_k_ref(const BlockQ6_K* in, float* out, int64_t cols) {
+  for (int64_t b = 0; b < cols / kQKK; ++b) {
+    const float d = f16_to_f32(in[b].d);
+    const uint8_t* ql = in[b].ql;
+    const uint8_t* qh = in[b].qh;
+    const int8_t* sc = in[b].scales;
+    float* y = out + b * kQKK;
+    for (int h = 0; h < kQKK; h += 128) {
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int q1 = static_cast<int8_t>((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q2 = static_cast<int8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = static_cast<int8_t>((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = static_cast<int8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        y[l + 0] = d * sc[is + 0] * q1;
+        y[l + 32] = d * sc[is + 2] * q2;
+        y[l + 64] = d * sc[is + 4] * q3;
+        y[l + 96] = d * sc[is + 6] * q4;
+      }
+      y += 128;
+      ql += 64;
+      qh += 32;
+      sc += 8;
+    }
   }
 }
 

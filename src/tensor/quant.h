@@ -55,8 +55,58 @@ void unpack_q4_0x8(const BlockQ4_0x8* in, int c, int64_t nb, BlockQ4_0* row);
 // d = amax / 127 kept in float32, and sum = sum(q) (what offsets such as Q4_0's 8 need).
 void quantize_row_act_ref(const float* x, int64_t cols, int8_t* q, float* d, int32_t* sum);
 
-// The storage of a weight matrix: float types as in the checkpoint, or quantized blocks along each row.
-enum class WeightType { kF32, kF16, kBF16, kQ8_0, kQ4_0 };
+// GGML's K-quant super-blocks of 256 values (the GGUF layouts, bound straight from a file's mapping).
+constexpr int kQKK = 256;
+
+// Q4_K: 8 sub-blocks of 32, x = d * sc[j] * q - dmin * m[j] with q in [0, 15] and 6-bit sc[j], m[j]
+// packed in `scales` (kquant_scale_min). Values 64 c + l (l < 32) are the low nibbles of qs[32 c + l],
+// values 64 c + 32 + l their high nibbles.
+struct BlockQ4_K {
+  uint16_t d, dmin;  // f16
+  uint8_t scales[12];
+  uint8_t qs[kQKK / 2];
+};
+static_assert(sizeof(BlockQ4_K) == 144, "Q4_K block must be 144 bytes (GGUF layout)");
+
+// Q5_K: Q4_K with a fifth bit: value v of sub-block j has 16 added where bit j of qh[v % 32] is set.
+struct BlockQ5_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qh[kQKK / 8];
+  uint8_t qs[kQKK / 2];
+};
+static_assert(sizeof(BlockQ5_K) == 176, "Q5_K block must be 176 bytes (GGUF layout)");
+
+// Q6_K: 16 sub-blocks of 16, x = d * scales[s] * (q - 32) with q in [0, 63]. In half h (128 values), value
+// 32 g + l (g < 4, l < 32) has its low 4 bits in ql[64 h + l + 32 (g & 1)] (low nibble for g < 2, high for
+// g >= 2) and its high 2 bits at bit 2 g of qh[32 h + l]; its scale is scales[8 h + 2 g + l / 16].
+struct BlockQ6_K {
+  uint8_t ql[kQKK / 2];
+  uint8_t qh[kQKK / 4];
+  int8_t scales[kQKK / 16];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ6_K) == 210, "Q6_K block must be 210 bytes (GGUF layout)");
+
+// The 6-bit scale and min of sub-block j < 8 of a Q4_K / Q5_K super-block (ggml's get_scale_min_k4).
+inline void kquant_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
+  }
+}
+
+// ggml's dequantize_row_q4_K / _q5_K / _q6_K in its float arithmetic and order (cols % 256 == 0).
+void dequantize_row_q4_k_ref(const BlockQ4_K* in, float* out, int64_t cols);
+void dequantize_row_q5_k_ref(const BlockQ5_K* in, float* out, int64_t cols);
+void dequantize_row_q6_k_ref(const BlockQ6_K* in, float* out, int64_t cols);
+
+// The storage of a weight matrix: float types as in the checkpoint, quantized blocks of 32 along each row
+// (Q8_0, Q4_0), or GGML K-quant super-blocks of 256 (Q4_K, Q5_K, Q6_K: bound as a GGUF file stores them).
+enum class WeightType { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K };
 
 inline WeightType weight_type_of(DType t) {
   switch (t) {
@@ -68,11 +118,15 @@ inline WeightType weight_type_of(DType t) {
   return WeightType::kF32;
 }
 const char* weight_type_name(WeightType t);
-// Parses "f32", "f16", "bf16", "q8_0", "q4_0"; false otherwise.
+// Parses "f32", "f16", "bf16", "q8_0", "q4_0" (the types a matrix can be converted to at load); false
+// otherwise. weight_type_name also names the K-quants: "q4_k", "q5_k", "q6_k".
 bool weight_type_from_name(const std::string& name, WeightType* out);
+// Blocks of 32 (interleavable for the integer GEMM tiles).
 inline bool is_quantized(WeightType t) { return t == WeightType::kQ8_0 || t == WeightType::kQ4_0; }
+// K-quant super-blocks of 256 (rows only; their own dot kernels).
+inline bool is_kquant(WeightType t) { return t == WeightType::kQ4_K || t == WeightType::kQ5_K || t == WeightType::kQ6_K; }
 
-// Bytes of one row of `cols` values (cols a multiple of 32 for the block types).
+// Bytes of one row of `cols` values (cols a multiple of 32 for the block types, of 256 for the K-quants).
 size_t row_bytes(WeightType t, int64_t cols);
 
 // Reference quantization of one row (cols % 32 == 0), round to nearest as ggml does:
