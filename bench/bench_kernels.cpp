@@ -5,6 +5,7 @@
 #include <cstring>
 #include <random>
 
+#include "io/kquant.h"
 #include "kernels/attention.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
@@ -45,10 +46,13 @@ Weights make_weights(WeightType type, int64_t m, int64_t k) {
         break;
       case WeightType::kQ8_0: quantize_row_q8_0_ref(row.data(), reinterpret_cast<BlockQ8_0*>(dst), k); break;
       case WeightType::kQ4_0: quantize_row_q4_0_ref(row.data(), reinterpret_cast<BlockQ4_0*>(dst), k); break;
+      case WeightType::kQ4_K: quantize_row_q4_k(row.data(), dst, k); break;
+      case WeightType::kQ5_K: quantize_row_q5_k(row.data(), dst, k); break;
+      case WeightType::kQ6_K: quantize_row_q6_k(row.data(), dst, k); break;
     }
   }
   w.mat = Mat{type, m, k, w.data.data()};
-  if (is_quantized(type) && m % 8 == 0) {  // as the loader stores them
+  if (is_interleavable(type) && m % 8 == 0) {  // as the loader stores them
     std::vector<uint8_t> rows = w.data;
     w.mat = interleave8(Mat{type, m, k, rows.data()}, w.data.data());
   }
@@ -84,6 +88,15 @@ void MatmulShapes(benchmark::internal::Benchmark* b) {
     b->Args({1, 6144, 2048, t});     // decode gate/up
     b->Args({1, 2048, 6144, t});     // decode down
     b->Args({1, 151936, 2048, t});   // decode LM head
+  }
+  // GGUF K-quants (a Q4_K_M file: Q4_K matrices, Q6_K for the tied LM head and some ffn_down): the text shapes.
+  for (WeightType kt : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
+    const int64_t t = static_cast<int64_t>(kt);
+    b->Args({210, 6144, 2048, t});
+    b->Args({210, 2048, 6144, t});
+    b->Args({1, 6144, 2048, t});
+    b->Args({1, 2048, 6144, t});
+    if (kt == WeightType::kQ6_K) b->Args({1, 151936, 2048, t});
   }
 }
 BENCHMARK(BM_Matmul)->Apply(MatmulShapes)->Unit(benchmark::kMillisecond)->UseRealTime();

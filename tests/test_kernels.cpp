@@ -427,16 +427,17 @@ std::vector<uint8_t> kquant_rows(WeightType type, int64_t rows, int64_t k, uint3
 void run_kquant(const KernelTable& t, WeightType type, const void* w, const int8_t* q, const float* d,
                 const int32_t* s, int64_t nb, float* y, int64_t ldy, int mr) {
   switch (type) {
-    case WeightType::kQ4_K: return t.dot_q4_k_rows(static_cast<const BlockQ4_K*>(w), q, d, s, nb, y, ldy, mr);
-    case WeightType::kQ5_K: return t.dot_q5_k_rows(static_cast<const BlockQ5_K*>(w), q, d, s, nb, y, ldy, mr);
-    default: return t.dot_q6_k_rows(static_cast<const BlockQ6_K*>(w), q, d, s, nb, y, ldy, mr);
+    case WeightType::kQ4_K: return t.gemm_q4_kx8(static_cast<const BlockQ4_Kx8*>(w), q, d, s, nb, y, ldy, mr);
+    case WeightType::kQ5_K: return t.gemm_q5_kx8(static_cast<const BlockQ5_Kx8*>(w), q, d, s, nb, y, ldy, mr);
+    default: return t.gemm_q6_kx8(static_cast<const BlockQ6_Kx8*>(w), q, d, s, nb, y, ldy, mr);
   }
 }
 
-// The generic K-quant dot against the plain definition (ggml's dequantized weights times the dequantized
-// activations, in double) within a float32 rounding bound, and every SIMD table against it bit for bit, on
-// 1 to 48 super-blocks, 1 to 4 activation rows, random and saturating blocks and activations.
-void check_kquant_dot(WeightType type) {
+// The generic K-quant tile against the plain definition (ggml's dequantized weights of each of the 8 rows
+// times the dequantized activations, in double) within a float32 rounding bound, and every SIMD table
+// against it bit for bit, on 1 to 48 super-blocks, 1 to 4 activation rows, random and saturating blocks and
+// activations.
+void check_kquant_gemm(WeightType type) {
   const KernelTable& g = generic_kernels();
   for (int64_t ns : {1, 2, 3, 8, 48}) {
     const int64_t k = ns * kQKK, nb = k / kQK;
@@ -444,7 +445,9 @@ void check_kquant_dot(WeightType type) {
       SCOPED_TRACE(std::string(weight_type_name(type)) + " super-blocks " + std::to_string(ns) + " pattern " +
                    std::to_string(pattern));
       const bool saturate = pattern == 2;
-      const auto w = kquant_rows(type, 1, k, static_cast<uint32_t>(100 + ns + pattern), saturate);
+      const auto rows = kquant_rows(type, 8, k, static_cast<uint32_t>(100 + ns + pattern), saturate);
+      std::vector<uint8_t> packed(rows.size());
+      const Mat w = interleave8(Mat{type, 8, k, rows.data()}, packed.data());
       std::vector<float> xf = random_floats(static_cast<size_t>(4 * k), 19 + pattern, 5.0f);
       if (saturate)
         for (size_t u = 0; u < xf.size(); ++u) xf[u] = (u / 7) % 2 ? 1.0f : -1.0f;  // every q is +-127
@@ -453,34 +456,62 @@ void check_kquant_dot(WeightType type) {
       std::vector<int32_t> s(4 * nb);
       for (int i = 0; i < 4; ++i)
         quantize_row_act_ref(xf.data() + i * k, k, q.data() + i * k, d.data() + i * nb, s.data() + i * nb);
-      std::vector<float> wrow(k);
-      g.row_to_f32(type, w.data(), wrow.data(), k);
       for (int mr = 1; mr <= 4; ++mr) {
-        float ya[4 * 3], yb[4 * 3];
-        run_kquant(g, type, w.data(), q.data(), d.data(), s.data(), nb, ya, 3, mr);
-        for (int i = 0; i < mr; ++i) {
-          double want = 0, abs_sum = 0;
-          for (int64_t u = 0; u < k; ++u) {
-            const double xv = double{d[i * nb + u / kQK]} * q[i * k + u];
-            want += wrow[u] * xv;
-            abs_sum += std::abs(double{wrow[u]} * xv);
+        float ya[4 * 8], yb[4 * 8];
+        run_kquant(g, type, w.group(0), q.data(), d.data(), s.data(), nb, ya, 8, mr);
+        std::vector<float> wrow(k);
+        for (int c = 0; c < 8; ++c) {
+          g.row_to_f32(type, rows.data() + c * row_bytes(type, k), wrow.data(), k);
+          for (int i = 0; i < mr; ++i) {
+            double want = 0, abs_sum = 0;
+            for (int64_t u = 0; u < k; ++u) {
+              const double xv = double{d[i * nb + u / kQK]} * q[i * k + u];
+              want += wrow[u] * xv;
+              abs_sum += std::abs(double{wrow[u]} * xv);
+            }
+            // ggml's float dequantization rounds each value (d * sc then * q, minus dmin * m): a few ulps per
+            // value on top of the per-block accumulation.
+            EXPECT_LE(std::abs(want - ya[i * 8 + c]), 8.0 * (nb + 8) * kEps * abs_sum + 1e-30) << "row " << i << " col " << c;
           }
-          // ggml's float dequantization rounds each value (d * sc then * q, minus dmin * m): a few ulps per
-          // value on top of the per-block accumulation.
-          EXPECT_LE(std::abs(want - ya[i * 3]), 8.0 * (ns + 8) * kEps * abs_sum + 1e-30) << "row " << i;
         }
         for (const KernelTable* t : simd_tables()) {
-          run_kquant(*t, type, w.data(), q.data(), d.data(), s.data(), nb, yb, 3, mr);
-          for (int i = 0; i < mr; ++i) ASSERT_EQ(ya[i * 3], yb[i * 3]) << t->name << " mr " << mr << " row " << i;
+          run_kquant(*t, type, w.group(0), q.data(), d.data(), s.data(), nb, yb, 8, mr);
+          for (int i = 0; i < mr * 8; ++i) ASSERT_EQ(ya[i], yb[i]) << t->name << " mr " << mr << " at " << i;
         }
       }
     }
   }
 }
 
-TEST(Kernels, DotQ4_KExactAndBitIdenticalToGeneric) { check_kquant_dot(WeightType::kQ4_K); }
-TEST(Kernels, DotQ5_KExactAndBitIdenticalToGeneric) { check_kquant_dot(WeightType::kQ5_K); }
-TEST(Kernels, DotQ6_KExactAndBitIdenticalToGeneric) { check_kquant_dot(WeightType::kQ6_K); }
+TEST(Kernels, GemmQ4_KExactAndBitIdenticalToGeneric) { check_kquant_gemm(WeightType::kQ4_K); }
+TEST(Kernels, GemmQ5_KExactAndBitIdenticalToGeneric) { check_kquant_gemm(WeightType::kQ5_K); }
+TEST(Kernels, GemmQ6_KExactAndBitIdenticalToGeneric) { check_kquant_gemm(WeightType::kQ6_K); }
+
+// Interleaving 8 K-quant rows and unpacking each again gives back its bytes.
+TEST(Kernels, KQuantInterleavedBlocksUnpackToTheRowsPacked) {
+  for (WeightType type : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
+    const int64_t k = 3 * kQKK;
+    const auto rows = kquant_rows(type, 16, k, 31, false);
+    std::vector<uint8_t> packed(rows.size());
+    const Mat w = interleave8(Mat{type, 16, k, rows.data()}, packed.data());
+    EXPECT_NE(packed, rows);
+    std::vector<float> a(k), b(k);
+    for (int64_t r = 0; r < 16; ++r) {
+      Mat{type, 16, k, rows.data()}.row_to_f32(r, a.data());
+      w.row_to_f32(r, b.data());
+      ASSERT_EQ(a, b) << weight_type_name(type) << " row " << r;
+    }
+    const size_t rb = row_bytes(type, k);
+    std::vector<uint8_t> back(rb);
+    for (int c = 0; c < 8; ++c) {
+      const void* g1 = w.group(1);
+      if (type == WeightType::kQ4_K) unpack_q4_kx8(static_cast<const BlockQ4_Kx8*>(g1), c, 3, reinterpret_cast<BlockQ4_K*>(back.data()));
+      if (type == WeightType::kQ5_K) unpack_q5_kx8(static_cast<const BlockQ5_Kx8*>(g1), c, 3, reinterpret_cast<BlockQ5_K*>(back.data()));
+      if (type == WeightType::kQ6_K) unpack_q6_kx8(static_cast<const BlockQ6_Kx8*>(g1), c, 3, reinterpret_cast<BlockQ6_K*>(back.data()));
+      EXPECT_EQ(0, std::memcmp(back.data(), rows.data() + (8 + c) * rb, rb)) << weight_type_name(type) << " row " << 8 + c;
+    }
+  }
+}
 
 // K-quant rows read back as every table reads them: exactly the reference dequantization.
 TEST(Kernels, KQuantRowToF32MatchesReference) {
@@ -500,20 +531,23 @@ TEST(Kernels, KQuantRowToF32MatchesReference) {
   }
 }
 
-// The matmul driver on K-quant rows (threads over weight rows, blocks of activation rows, tails of 1-3
-// rows) against a plain float product of the dequantized weights.
-TEST(Matmul, KQuantRowsMatchAPlainFloatProduct) {
+// The matmul driver on K-quant matrices (interleaved: threads over groups, blocks of activation rows, tails
+// of 1-3 rows; rows not a multiple of 8: widened to float) against a plain float product of the dequantized
+// weights.
+TEST(Matmul, KQuantMatchesAPlainFloatProduct) {
   ThreadPool pool(2);
-  for (auto [n, m, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 9, 256}, {7, 24, 512}, {133, 40, 1024}}) {
+  for (auto [n, m, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 8, 256}, {7, 24, 512}, {133, 40, 1024}, {5, 9, 256}}) {
     const auto x = random_floats(static_cast<size_t>(n * k), 21);
     for (WeightType type : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
       const auto rows = kquant_rows(type, m, k, 22, false);
-      const Mat w{type, m, k, rows.data()};
+      std::vector<uint8_t> packed(rows.size());
+      const Mat plain{type, m, k, rows.data()};
+      const Mat w = m % 8 == 0 ? interleave8(plain, packed.data()) : plain;
       std::vector<float> y(n * m), wrow(k);
       matmul(pool, x.data(), n, w, nullptr, y.data());
       double max_ref = 0, max_err = 0;
       for (int64_t j = 0; j < m; ++j) {
-        w.row_to_f32(j, wrow.data());
+        plain.row_to_f32(j, wrow.data());
         for (int64_t i = 0; i < n; ++i) {
           double s = 0;
           for (int64_t u = 0; u < k; ++u) s += double{x[i * k + u]} * wrow[u];

@@ -164,171 +164,178 @@ void quantize_act(const float* x, int64_t cols, int8_t* q, float* d, int32_t* su
   }
 }
 
-// ---- K-quant rows (see kernels.h for the arithmetic every table follows) ------------------------------------
+// ---- K-quant GEMM tiles (kernels.h for the arithmetic every table follows; layouts: tensor/quant.h) -------
+// Each 32-byte chunk holds 4 values of each of the 8 rows (16 bytes for rows 0-3, 16 for rows 4-7), dotted
+// by sdot's by-element form with the 4 activation values in lane t % 4 of the block's register t / 4.
 
 namespace {
 
-inline float h2f(uint16_t h) {
-  __fp16 f;
-  std::memcpy(&f, &h, sizeof f);
-  return static_cast<float>(f);
+template <int L>
+inline int32x4_t dot_lane_c(int32x4_t acc, int8x16_t w, int8x16_t x) { return vdotq_laneq_s32(acc, w, x, L); }
+inline int32x4_t dot_lane(int32x4_t acc, int8x16_t w, int8x16_t x, int lane) {
+  switch (lane) {
+    case 0: return dot_lane_c<0>(acc, w, x);
+    case 1: return dot_lane_c<1>(acc, w, x);
+    case 2: return dot_lane_c<2>(acc, w, x);
+    default: return dot_lane_c<3>(acc, w, x);
+  }
 }
 
-// The 6-bit scales and mins of a Q4_K/Q5_K super-block (as x86_avx2.cpp's unpack_scales_mins).
-inline void unpack_scales_mins(const uint8_t* packed, uint8_t* sc, uint8_t* m) {
-  uint32_t w[3];
-  std::memcpy(w, packed, 12);
-  const uint32_t sc_lo = w[0] & 0x3F3F3F3Fu, m_lo = w[1] & 0x3F3F3F3Fu;
-  const uint32_t sc_hi = (w[2] & 0x0F0F0F0Fu) | (((w[0] >> 6) & 0x03030303u) << 4);
-  const uint32_t m_hi = ((w[2] >> 4) & 0x0F0F0F0Fu) | (((w[1] >> 6) & 0x03030303u) << 4);
-  std::memcpy(sc, &sc_lo, 4);
-  std::memcpy(sc + 4, &sc_hi, 4);
-  std::memcpy(m, &m_lo, 4);
-  std::memcpy(m + 4, &m_hi, 4);
-}
+// Rows h*4 .. h*4+3's sub-block scales (sc) and mins (m): bytes 0-3 of lo (sub-blocks 0-3) and of hi (4-7).
+struct ScalesX8 {
+  uint32x4_t sc_lo[2], sc_hi[2], m_lo[2], m_hi[2];
+  explicit ScalesX8(const uint32_t (&w)[3][8]) {
+    const uint32x4_t m6 = vdupq_n_u32(0x3F3F3F3Fu), m4 = vdupq_n_u32(0x0F0F0F0Fu), m2 = vdupq_n_u32(0x03030303u);
+    for (int h = 0; h < 2; ++h) {
+      const uint32x4_t w0 = vld1q_u32(w[0] + 4 * h), w1 = vld1q_u32(w[1] + 4 * h), w2 = vld1q_u32(w[2] + 4 * h);
+      sc_lo[h] = vandq_u32(w0, m6);
+      m_lo[h] = vandq_u32(w1, m6);
+      sc_hi[h] = vorrq_u32(vandq_u32(w2, m4), vshlq_n_u32(vandq_u32(vshrq_n_u32(w0, 6), m2), 4));
+      m_hi[h] = vorrq_u32(vandq_u32(vshrq_n_u32(w2, 4), m4), vshlq_n_u32(vandq_u32(vshrq_n_u32(w1, 6), m2), 4));
+    }
+  }
+  static float32x4_t pick(uint32x4_t lo, uint32x4_t hi, int j) {
+    const uint32x4_t v = vshlq_u32(j < 4 ? lo : hi, vdupq_n_s32(-8 * (j % 4)));
+    return vcvtq_f32_u32(vandq_u32(v, vdupq_n_u32(0xFF)));
+  }
+};
 
-// Lanes j < 4 of the result: v[j]'s 4 lanes summed (pairwise adds: exact in integers).
-inline int32x4_t sum_lanes4(const int32x4_t* v) {
-  return vpaddq_s32(vpaddq_s32(v[0], v[1]), vpaddq_s32(v[2], v[3]));
-}
-
-// 8 bytes widened to two int32x4 (lanes 0-3, 4-7).
-inline void widen8(const uint8_t* b, int32x4_t& lo, int32x4_t& hi) {
-  const uint16x8_t h = vmovl_u8(vld1_u8(b));
-  lo = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(h)));
-  hi = vreinterpretq_s32_u32(vmovl_high_u16(h));
-}
-
-// ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)), as generic's kquant_lanes_sum.
-inline float lanes_sum(float32x4_t lo, float32x4_t hi) {
-  const float32x4_t s = vaddq_f32(lo, hi);
-  const float32x2_t t = vadd_f32(vget_low_f32(s), vget_high_f32(s));
-  return vget_lane_f32(t, 0) + vget_lane_f32(t, 1);
-}
-
-// Q4_K / Q5_K: the 8 sub-blocks' unsigned values (non-negative signed bytes for sdot) unpacked once per
-// super-block, two registers of 16 each, and dotted with every activation row.
 template <bool FIVE, int MR, class Block>
-void dot_q45_k_mr(const Block* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                  int64_t ldy) {
+void gemm_q45_kx8_mr(const Block* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                     int64_t ldy) {
   const uint8x16_t low4 = vdupq_n_u8(0x0F);
   float32x4_t acc[MR][2];
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = vdupq_n_f32(0.0f);
   for (int64_t s = 0; s < nb / 8; ++s) {
     const Block& blk = w[s];
-    int8x16_t q[8][2];
-    for (int c = 0; c < 4; ++c)
-      for (int k = 0; k < 2; ++k) {
-        const uint8x16_t p = vld1q_u8(blk.qs + 32 * c + 16 * k);
-        q[2 * c][k] = vreinterpretq_s8_u8(vandq_u8(p, low4));
-        q[2 * c + 1][k] = vreinterpretq_s8_u8(vshrq_n_u8(p, 4));
+    prefetch_ahead(w + s);
+    float32x4_t d[2], dmin[2];
+    scales(blk.d, d[0], d[1]);
+    scales(blk.dmin, dmin[0], dmin[1]);
+    const ScalesX8 sm(blk.scales);
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* qs = blk.qs + 32 * 8 * (j / 2);
+      int8x16_t x[MR][2];
+      int32x4_t sum[MR][2];
+      for (int i = 0; i < MR; ++i) {
+        const int8_t* xb = xq + (i * nb + 8 * s + j) * kQK;
+        x[i][0] = vld1q_s8(xb);
+        x[i][1] = vld1q_s8(xb + 16);
+        sum[i][0] = sum[i][1] = vdupq_n_s32(0);
       }
-    if constexpr (FIVE) {
-      // The fifth bit of sub-block j: bit j of qh[t] for its value t, worth 16.
-      for (int k = 0; k < 2; ++k) {
-        const uint8x16_t qh = vld1q_u8(blk.qh + 16 * k);
-        for (int j = 0; j < 8; ++j) {
-          const uint8x16_t bit = vtstq_u8(qh, vdupq_n_u8(static_cast<uint8_t>(1u << j)));
-          q[j][k] = vreinterpretq_s8_u8(vorrq_u8(vreinterpretq_u8_s8(q[j][k]), vandq_u8(bit, vdupq_n_u8(16))));
+      for (int t = 0; t < 8; ++t) {
+        uint8x16_t v[2];
+        for (int h = 0; h < 2; ++h) {
+          const uint8x16_t p = vld1q_u8(qs + 32 * t + 16 * h);
+          v[h] = j % 2 == 0 ? vandq_u8(p, low4) : vshrq_n_u8(p, 4);
+          if constexpr (FIVE) {
+            const uint8x16_t bit = vtstq_u8(vld1q_u8(blk.qh + 32 * t + 16 * h), vdupq_n_u8(static_cast<uint8_t>(1u << j)));
+            v[h] = vorrq_u8(v[h], vandq_u8(bit, vdupq_n_u8(16)));
+          }
+        }
+        for (int i = 0; i < MR; ++i)
+          for (int h = 0; h < 2; ++h) sum[i][h] = dot_lane(sum[i][h], vreinterpretq_s8_u8(v[h]), x[i][t / 4], t % 4);
+      }
+      for (int h = 0; h < 2; ++h) {
+        const float32x4_t scf = ScalesX8::pick(sm.sc_lo[h], sm.sc_hi[h], j), mf = ScalesX8::pick(sm.m_lo[h], sm.m_hi[h], j);
+        for (int i = 0; i < MR; ++i) {
+          const int64_t b = i * nb + 8 * s + j;
+          acc[i][h] = vfmaq_f32(acc[i][h], vmulq_n_f32(d[h], xd[b]), vmulq_f32(vcvtq_f32_s32(sum[i][h]), scf));
+          acc[i][h] = vfmsq_f32(acc[i][h], vmulq_n_f32(dmin[h], xd[b]), vmulq_n_f32(mf, static_cast<float>(xsum[b])));
         }
       }
     }
-    alignas(8) uint8_t sc[8], m[8];
-    unpack_scales_mins(blk.scales, sc, m);
-    int32x4_t sc_lo, sc_hi, m_lo, m_hi;
-    widen8(sc, sc_lo, sc_hi);
-    widen8(m, m_lo, m_hi);
-    const float d = h2f(blk.d), dmin = h2f(blk.dmin);
-    for (int i = 0; i < MR; ++i) {
-      const int64_t b0 = i * nb + 8 * s;
-      const int8_t* x = xq + b0 * kQK;
-      int32x4_t dot[8];
-      for (int j = 0; j < 8; ++j) {
-        const int32x4_t z = vdupq_n_s32(0);
-        dot[j] = vdotq_s32(vdotq_s32(z, q[j][0], vld1q_s8(x + j * kQK)), q[j][1], vld1q_s8(x + j * kQK + 16));
-      }
-      const int32x4_t isum[2] = {vmulq_s32(sum_lanes4(dot), sc_lo), vmulq_s32(sum_lanes4(dot + 4), sc_hi)};
-      const int32x4_t msum[2] = {vmulq_s32(vld1q_s32(xsum + b0), m_lo), vmulq_s32(vld1q_s32(xsum + b0 + 4), m_hi)};
-      for (int h = 0; h < 2; ++h) {
-        const float32x4_t dx = vld1q_f32(xd + b0 + 4 * h);
-        acc[i][h] = vfmaq_f32(acc[i][h], vmulq_n_f32(dx, d), vcvtq_f32_s32(isum[h]));
-        acc[i][h] = vfmsq_f32(acc[i][h], vmulq_n_f32(dx, dmin), vcvtq_f32_s32(msum[h]));
-      }
-    }
   }
-  for (int i = 0; i < MR; ++i) y[i * ldy] = lanes_sum(acc[i][0], acc[i][1]);
+  for (int i = 0; i < MR; ++i) {
+    vst1q_f32(y + i * ldy, acc[i][0]);
+    vst1q_f32(y + i * ldy + 4, acc[i][1]);
+  }
 }
 
-// Q6_K: values q - 32 in [-32, 31] assembled per block of 32 (two registers: its two sub-blocks of 16),
-// one sdot each, scaled by the sub-block's int8 scale in int32.
+// Q6_K: w = q - 32 is signed, as sdot wants; each sub-block of 16's sum times its row's int8 scale in int32.
 template <int MR>
-void dot_q6_k_mr(const BlockQ6_K* w, const int8_t* xq, const float* xd, int64_t nb, float* y, int64_t ldy) {
-  const uint8x16_t low4 = vdupq_n_u8(0x0F), top2 = vdupq_n_u8(0x30);
+void gemm_q6_kx8_mr(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, int64_t nb, float* y, int64_t ldy) {
+  const uint8x16_t low4 = vdupq_n_u8(0x0F), three = vdupq_n_u8(3);
   const int8x16_t m32 = vdupq_n_s8(32);
   float32x4_t acc[MR][2];
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = vdupq_n_f32(0.0f);
   for (int64_t s = 0; s < nb / 8; ++s) {
-    const BlockQ6_K& blk = w[s];
-    int8x16_t q[8][2];
-    for (int h = 0; h < 2; ++h)
-      for (int k = 0; k < 2; ++k) {
-        const uint8x16_t l0 = vld1q_u8(blk.ql + 64 * h + 16 * k), l1 = vld1q_u8(blk.ql + 64 * h + 32 + 16 * k);
-        const uint8x16_t hb = vld1q_u8(blk.qh + 32 * h + 16 * k);
-        const uint8x16_t v[4] = {vorrq_u8(vandq_u8(l0, low4), vandq_u8(vshlq_n_u8(hb, 4), top2)),
-                                 vorrq_u8(vandq_u8(l1, low4), vandq_u8(vshlq_n_u8(hb, 2), top2)),
-                                 vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(hb, top2)),
-                                 vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(vshrq_n_u8(hb, 2), top2))};
-        for (int g = 0; g < 4; ++g) q[4 * h + g][k] = vsubq_s8(vreinterpretq_s8_u8(v[g]), m32);
+    const BlockQ6_Kx8& blk = w[s];
+    prefetch_ahead(w + s);
+    float32x4_t d[2];
+    scales(blk.d, d[0], d[1]);
+    for (int j = 0; j < 8; ++j) {
+      const int hh = j / 4, g = j % 4, e = g % 2;
+      const uint8_t* ql = blk.ql + 32 * 8 * (2 * hh + e);
+      const uint8_t* qhp = blk.qh + 32 * 8 * hh;
+      const int8x16_t shift = vdupq_n_s8(static_cast<int8_t>(-2 * g));
+      int8x16_t x[MR][2];
+      int32x4_t sum[MR][2];
+      for (int i = 0; i < MR; ++i) {
+        const int8_t* xb = xq + (i * nb + 8 * s + j) * kQK;
+        x[i][0] = vld1q_s8(xb);
+        x[i][1] = vld1q_s8(xb + 16);
+        sum[i][0] = sum[i][1] = vdupq_n_s32(0);
       }
-    const float d = h2f(blk.d);
-    for (int i = 0; i < MR; ++i) {
-      const int64_t b0 = i * nb + 8 * s;
-      const int8_t* x = xq + b0 * kQK;
-      int32x4_t dot[8];
-      for (int j = 0; j < 8; ++j) {
-        const int32x4_t z = vdupq_n_s32(0);
-        const int32x4_t a = vdotq_s32(z, q[j][0], vld1q_s8(x + j * kQK));
-        const int32x4_t b = vdotq_s32(z, q[j][1], vld1q_s8(x + j * kQK + 16));
-        dot[j] = vmlaq_n_s32(vmulq_n_s32(a, blk.scales[2 * j]), b, blk.scales[2 * j + 1]);
+      for (int half = 0; half < 2; ++half) {
+        int32x4_t part[MR][2];
+        for (int i = 0; i < MR; ++i) part[i][0] = part[i][1] = vdupq_n_s32(0);
+        for (int t = 4 * half; t < 4 * half + 4; ++t) {
+          for (int h = 0; h < 2; ++h) {
+            const uint8x16_t lo = vld1q_u8(ql + 32 * t + 16 * h), hb = vld1q_u8(qhp + 32 * t + 16 * h);
+            const uint8x16_t low = g < 2 ? vandq_u8(lo, low4) : vshrq_n_u8(lo, 4);
+            const uint8x16_t top = vshlq_n_u8(vandq_u8(vshlq_u8(hb, shift), three), 4);
+            const int8x16_t wv = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(low, top)), m32);
+            for (int i = 0; i < MR; ++i) part[i][h] = dot_lane(part[i][h], wv, x[i][t / 4], t % 4);
+          }
+        }
+        for (int h = 0; h < 2; ++h) {
+          const int32x4_t sc = vmovl_s16(vget_low_s16(vmovl_s8(vld1_s8(blk.scales + 8 * (2 * j + half) + 4 * h))));
+          for (int i = 0; i < MR; ++i) sum[i][h] = vmlaq_s32(sum[i][h], part[i][h], sc);
+        }
       }
-      const int32x4_t isum[2] = {sum_lanes4(dot), sum_lanes4(dot + 4)};
-      for (int h = 0; h < 2; ++h)
-        acc[i][h] = vfmaq_f32(acc[i][h], vmulq_n_f32(vld1q_f32(xd + b0 + 4 * h), d), vcvtq_f32_s32(isum[h]));
+      for (int i = 0; i < MR; ++i) {
+        const float dx = xd[i * nb + 8 * s + j];
+        for (int h = 0; h < 2; ++h) acc[i][h] = vfmaq_f32(acc[i][h], vmulq_n_f32(d[h], dx), vcvtq_f32_s32(sum[i][h]));
+      }
     }
   }
-  for (int i = 0; i < MR; ++i) y[i * ldy] = lanes_sum(acc[i][0], acc[i][1]);
+  for (int i = 0; i < MR; ++i) {
+    vst1q_f32(y + i * ldy, acc[i][0]);
+    vst1q_f32(y + i * ldy + 4, acc[i][1]);
+  }
 }
 
 }  // namespace
 
-void dot_q4_k_rows(const BlockQ4_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                   int64_t ldy, int mr) {
+void gemm_q4_kx8(const BlockQ4_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
   switch (mr) {
-    case 1: return dot_q45_k_mr<false, 1>(w, xq, xd, xsum, nb, y, ldy);
-    case 2: return dot_q45_k_mr<false, 2>(w, xq, xd, xsum, nb, y, ldy);
-    case 3: return dot_q45_k_mr<false, 3>(w, xq, xd, xsum, nb, y, ldy);
-    default: return dot_q45_k_mr<false, 4>(w, xq, xd, xsum, nb, y, ldy);
+    case 1: return gemm_q45_kx8_mr<false, 1>(w, xq, xd, xsum, nb, y, ldy);
+    case 2: return gemm_q45_kx8_mr<false, 2>(w, xq, xd, xsum, nb, y, ldy);
+    case 3: return gemm_q45_kx8_mr<false, 3>(w, xq, xd, xsum, nb, y, ldy);
+    default: return gemm_q45_kx8_mr<false, 4>(w, xq, xd, xsum, nb, y, ldy);
   }
 }
 
-void dot_q5_k_rows(const BlockQ5_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                   int64_t ldy, int mr) {
+void gemm_q5_kx8(const BlockQ5_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
   switch (mr) {
-    case 1: return dot_q45_k_mr<true, 1>(w, xq, xd, xsum, nb, y, ldy);
-    case 2: return dot_q45_k_mr<true, 2>(w, xq, xd, xsum, nb, y, ldy);
-    case 3: return dot_q45_k_mr<true, 3>(w, xq, xd, xsum, nb, y, ldy);
-    default: return dot_q45_k_mr<true, 4>(w, xq, xd, xsum, nb, y, ldy);
+    case 1: return gemm_q45_kx8_mr<true, 1>(w, xq, xd, xsum, nb, y, ldy);
+    case 2: return gemm_q45_kx8_mr<true, 2>(w, xq, xd, xsum, nb, y, ldy);
+    case 3: return gemm_q45_kx8_mr<true, 3>(w, xq, xd, xsum, nb, y, ldy);
+    default: return gemm_q45_kx8_mr<true, 4>(w, xq, xd, xsum, nb, y, ldy);
   }
 }
 
-void dot_q6_k_rows(const BlockQ6_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                   int64_t ldy, int mr) {
+void gemm_q6_kx8(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
   (void)xsum;
   switch (mr) {
-    case 1: return dot_q6_k_mr<1>(w, xq, xd, nb, y, ldy);
-    case 2: return dot_q6_k_mr<2>(w, xq, xd, nb, y, ldy);
-    case 3: return dot_q6_k_mr<3>(w, xq, xd, nb, y, ldy);
-    default: return dot_q6_k_mr<4>(w, xq, xd, nb, y, ldy);
+    case 1: return gemm_q6_kx8_mr<1>(w, xq, xd, nb, y, ldy);
+    case 2: return gemm_q6_kx8_mr<2>(w, xq, xd, nb, y, ldy);
+    case 3: return gemm_q6_kx8_mr<3>(w, xq, xd, nb, y, ldy);
+    default: return gemm_q6_kx8_mr<4>(w, xq, xd, nb, y, ldy);
   }
 }
 

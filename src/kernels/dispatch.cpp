@@ -29,6 +29,10 @@ void gemm_q8_0x16(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const
                   int64_t ldy, int mr);
 void gemm_q4_0x16(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
                   int64_t ldy, int mr);
+void gemm_q4_kx8(const BlockQ4_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr);
+void gemm_q5_kx8(const BlockQ5_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr);
 }  // namespace avxvnni
 
 const KernelTable* avxvnni_kernels() {
@@ -41,6 +45,9 @@ const KernelTable* avxvnni_kernels() {
     t.gemm_q4_0x8 = avxvnni::gemm_q4_0x8;
     t.gemm_q8_0x16 = avxvnni::gemm_q8_0x16;
     t.gemm_q4_0x16 = avxvnni::gemm_q4_0x16;
+    // Q6_K keeps the AVX2 tile (signed values times signed activations: maddubs with the sign trick).
+    t.gemm_q4_kx8 = avxvnni::gemm_q4_kx8;
+    t.gemm_q5_kx8 = avxvnni::gemm_q5_kx8;
     return t;
   }();
   return &table;
@@ -54,6 +61,12 @@ void gemm_q8_0x16(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const
                   int64_t ldy, int mr);
 void gemm_q4_0x16(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
                   int64_t ldy, int mr);
+void gemm_q4_kx8(const BlockQ4_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr);
+void gemm_q5_kx8(const BlockQ5_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr);
+void gemm_q6_kx8(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr);
 }  // namespace avx512vnni
 
 const KernelTable* avx512vnni_kernels() {
@@ -69,6 +82,9 @@ const KernelTable* avx512vnni_kernels() {
     t.exp_scaled = avx512vnni::exp_scaled;
     t.gemm_q8_0x16 = avx512vnni::gemm_q8_0x16;
     t.gemm_q4_0x16 = avx512vnni::gemm_q4_0x16;
+    t.gemm_q4_kx8 = avx512vnni::gemm_q4_kx8;
+    t.gemm_q5_kx8 = avx512vnni::gemm_q5_kx8;
+    t.gemm_q6_kx8 = avx512vnni::gemm_q6_kx8;
     return t;
   }();
   return &table;
@@ -83,12 +99,12 @@ void gemm_q8_0x8(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const 
 void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
                  int64_t ldy, int mr);
 void quantize_act(const float* x, int64_t cols, int8_t* q, float* d, int32_t* sum);
-void dot_q4_k_rows(const BlockQ4_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                   int64_t ldy, int mr);
-void dot_q5_k_rows(const BlockQ5_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                   int64_t ldy, int mr);
-void dot_q6_k_rows(const BlockQ6_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                   int64_t ldy, int mr);
+void gemm_q4_kx8(const BlockQ4_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr);
+void gemm_q5_kx8(const BlockQ5_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr);
+void gemm_q6_kx8(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr);
 }  // namespace neon
 
 const KernelTable* neon_kernels() {
@@ -102,9 +118,9 @@ const KernelTable* neon_kernels() {
     t.gemm_q4_0x8 = neon::gemm_q4_0x8;
     t.gemm_q8_0x16 = two_groups<BlockQ8_0x8, neon::gemm_q8_0x8>;
     t.gemm_q4_0x16 = two_groups<BlockQ4_0x8, neon::gemm_q4_0x8>;
-    t.dot_q4_k_rows = neon::dot_q4_k_rows;
-    t.dot_q5_k_rows = neon::dot_q5_k_rows;
-    t.dot_q6_k_rows = neon::dot_q6_k_rows;
+    t.gemm_q4_kx8 = neon::gemm_q4_kx8;
+    t.gemm_q5_kx8 = neon::gemm_q5_kx8;
+    t.gemm_q6_kx8 = neon::gemm_q6_kx8;
     return t;
   }();
   return &table;

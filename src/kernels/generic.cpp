@@ -159,77 +159,88 @@ void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const 
     }
 }
 
-// Q4_K / Q5_K (qh null for Q4_K): the unsigned value t < 32 of sub-block j.
-inline int q45_k_value(const uint8_t* qs, const uint8_t* qh, int j, int t) {
-  const uint8_t byte = qs[32 * (j / 2) + t];
+// K-quant x8 tiles (layouts: tensor/quant.h). Row c's unsigned value 4t + u of sub-block j of a Q4_K/Q5_K
+// super-block: its nibble (low for even j) of qs[32 (8 (j / 2) + t) + 4 c + u], plus 16 where bit j of
+// qh[32 t + 4 c + u] is set (Q5_K).
+template <class Block>
+int q45_kx8_value(const Block& blk, const uint8_t* qh, int j, int t, int c, int u) {
+  const uint8_t byte = blk.qs[32 * (8 * (j / 2) + t) + 4 * c + u];
   const int low = j % 2 == 0 ? byte & 0xF : byte >> 4;
-  return low + (qh && ((qh[t] >> j) & 1) ? 16 : 0);
+  return low + (qh && ((qh[32 * t + 4 * c + u] >> j) & 1) ? 16 : 0);
 }
 
 template <class Block>
-void dot_q45_k_rows(const Block* w, const uint8_t* (*qh_of)(const Block&), const int8_t* xq, const float* xd,
-                    const int32_t* xsum, int64_t nb, float* y, int64_t ldy, int mr) {
-  for (int i = 0; i < mr; ++i) {
-    float a[8] = {};
-    for (int64_t s = 0; s < nb / 8; ++s) {
-      const Block& blk = w[s];
-      const float d = f16_to_f32(blk.d), dmin = f16_to_f32(blk.dmin);
-      for (int j = 0; j < 8; ++j) {
-        const int64_t b = i * nb + 8 * s + j;
-        const int8_t* x = xq + b * kQK;
-        uint8_t sc, m;
-        kquant_scale_min(j, blk.scales, &sc, &m);
-        int32_t dot = 0;
-        for (int t = 0; t < kQK; ++t) dot += q45_k_value(blk.qs, qh_of(blk), j, t) * int32_t{x[t]};
-        a[j] = std::fma(d * xd[b], static_cast<float>(sc * dot), a[j]);
-        a[j] = std::fma(-(dmin * xd[b]), static_cast<float>(m * xsum[b]), a[j]);
-      }
-    }
-    y[i * ldy] = kquant_lanes_sum(a);
-  }
-}
-
-const uint8_t* no_qh(const BlockQ4_K&) { return nullptr; }
-const uint8_t* qh_of(const BlockQ5_K& b) { return b.qh; }
-
-void dot_q4_k_rows(const BlockQ4_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                   int64_t ldy, int mr) {
-  dot_q45_k_rows(w, no_qh, xq, xd, xsum, nb, y, ldy, mr);
-}
-
-void dot_q5_k_rows(const BlockQ5_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                   int64_t ldy, int mr) {
-  dot_q45_k_rows(w, qh_of, xq, xd, xsum, nb, y, ldy, mr);
-}
-
-// Block j of a Q6_K super-block: half h = j / 4, group g = j % 4 (see BlockQ6_K).
-void dot_q6_k_rows(const BlockQ6_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                   int64_t ldy, int mr) {
-  (void)xsum;
-  for (int i = 0; i < mr; ++i) {
-    float a[8] = {};
-    for (int64_t s = 0; s < nb / 8; ++s) {
-      const BlockQ6_K& blk = w[s];
-      const float d = f16_to_f32(blk.d);
-      for (int j = 0; j < 8; ++j) {
-        const int64_t b = i * nb + 8 * s + j;
-        const int8_t* x = xq + b * kQK;
-        const int h = j / 4, g = j % 4;
-        int32_t isum = 0;
-        for (int half = 0; half < 2; ++half) {
+void gemm_q45_kx8(const Block* w, const uint8_t* (*qh_of)(const Block&), const int8_t* xq, const float* xd,
+                  const int32_t* xsum, int64_t nb, float* y, int64_t ldy, int mr) {
+  for (int i = 0; i < mr; ++i)
+    for (int c = 0; c < 8; ++c) {
+      float acc = 0;
+      for (int64_t s = 0; s < nb / 8; ++s) {
+        const Block& blk = w[s];
+        const float d = f16_to_f32(blk.d[c]), dmin = f16_to_f32(blk.dmin[c]);
+        uint8_t packed[12];
+        for (int k = 0; k < 3; ++k) std::memcpy(packed + 4 * k, &blk.scales[k][c], 4);
+        for (int j = 0; j < 8; ++j) {
+          const int64_t b = i * nb + 8 * s + j;
+          const int8_t* x = xq + b * kQK;
+          uint8_t sc, m;
+          kquant_scale_min(j, packed, &sc, &m);
           int32_t dot = 0;
-          for (int l = 16 * half; l < 16 * half + 16; ++l) {
-            const uint8_t lo = blk.ql[64 * h + l + 32 * (g & 1)];
-            const int q = (g < 2 ? lo & 0xF : lo >> 4) | (((blk.qh[32 * h + l] >> (2 * g)) & 3) << 4);
-            dot += (q - 32) * int32_t{x[l]};
-          }
-          isum += blk.scales[2 * j + half] * dot;
+          for (int t = 0; t < 8; ++t)
+            for (int u = 0; u < 4; ++u) dot += q45_kx8_value(blk, qh_of(blk), j, t, c, u) * int32_t{x[4 * t + u]};
+          acc = std::fma(d * xd[b], static_cast<float>(sc * dot), acc);
+          acc = std::fma(-(dmin * xd[b]), static_cast<float>(m * xsum[b]), acc);
         }
-        a[j] = std::fma(d * xd[b], static_cast<float>(isum), a[j]);
       }
+      y[i * ldy + c] = acc;
     }
-    y[i * ldy] = kquant_lanes_sum(a);
-  }
+}
+
+const uint8_t* no_qh(const BlockQ4_Kx8&) { return nullptr; }
+const uint8_t* qh_of(const BlockQ5_Kx8& b) { return b.qh; }
+
+void gemm_q4_kx8(const BlockQ4_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
+  gemm_q45_kx8(w, no_qh, xq, xd, xsum, nb, y, ldy, mr);
+}
+
+void gemm_q5_kx8(const BlockQ5_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
+  gemm_q45_kx8(w, qh_of, xq, xd, xsum, nb, y, ldy, mr);
+}
+
+// Block j of a Q6_K super-block: half h = j / 4, group g = j % 4; its low 4 bits are the low (g < 2) or
+// high nibbles of ql pair e = g % 2, its top 2 bits at bit 2g of qh; values 0-15 take scale 2j, 16-31 2j + 1.
+void gemm_q6_kx8(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
+  (void)xsum;
+  for (int i = 0; i < mr; ++i)
+    for (int c = 0; c < 8; ++c) {
+      float acc = 0;
+      for (int64_t s = 0; s < nb / 8; ++s) {
+        const BlockQ6_Kx8& blk = w[s];
+        const float d = f16_to_f32(blk.d[c]);
+        for (int j = 0; j < 8; ++j) {
+          const int64_t b = i * nb + 8 * s + j;
+          const int8_t* x = xq + b * kQK;
+          const int h = j / 4, g = j % 4, e = g % 2;
+          int32_t isum = 0;
+          for (int half = 0; half < 2; ++half) {
+            int32_t dot = 0;
+            for (int t = 4 * half; t < 4 * half + 4; ++t)
+              for (int u = 0; u < 4; ++u) {
+                const uint8_t lo = blk.ql[32 * (8 * (2 * h + e) + t) + 4 * c + u];
+                const uint8_t hi = blk.qh[32 * (8 * h + t) + 4 * c + u];
+                const int q = (g < 2 ? lo & 0xF : lo >> 4) | (((hi >> (2 * g)) & 3) << 4);
+                dot += (q - 32) * int32_t{x[4 * t + u]};
+              }
+            isum += blk.scales[8 * (2 * j + half) + c] * dot;
+          }
+          acc = std::fma(d * xd[b], static_cast<float>(isum), acc);
+        }
+      }
+      y[i * ldy + c] = acc;
+    }
 }
 
 }  // namespace
@@ -239,7 +250,7 @@ const KernelTable& generic_kernels() {
                                  6, 16, exp_scaled, gelu_tanh,     silu_mul,      quantize_row_q8_0_ref,
                                  dot_q8_0_rows,  dot_q4_0_rows, quantize_row_act_ref, gemm_q8_0x8,
                                  gemm_q4_0x8,    two_groups<BlockQ8_0x8, gemm_q8_0x8>, two_groups<BlockQ4_0x8, gemm_q4_0x8>,
-                                 dot_q4_k_rows,  dot_q5_k_rows, dot_q6_k_rows};
+                                 gemm_q4_kx8,    gemm_q5_kx8,   gemm_q6_kx8};
   return table;
 }
 

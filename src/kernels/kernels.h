@@ -66,23 +66,20 @@ struct KernelTable {
   void (*gemm_q4_0x16)(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
                        float* y, int64_t ldy, int mr);
 
-  // K-quant rows (GGML's Q4_K, Q5_K, Q6_K; nb blocks of 32, nb % 8 == 0): y[i * ldy] = dot(weight row w,
-  // activation row i) for i < mr <= 4, the activations quantize_act's as for the GEMM tiles above. Block b
-  // (sub-block j = b % 8 of super-block b / 8) gives an exact integer sum — Q4_K/Q5_K: isum = sc_j *
-  // sum(q * x) and msum = m_j * xsum_b; Q6_K: isum = sum over its two sub-blocks of 16 of scale * sum((q -
-  // 32) * x) — that lands in lane j of 8 float32 accumulators: a_j = fma(d * xd_b, isum, a_j), for Q4_K/
-  // Q5_K then a_j = fma(-(dmin * xd_b), msum, a_j); finally y = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) +
-  // (a3 + a7)). Every table computes exactly this, bit for bit.
-  void (*dot_q4_k_rows)(const BlockQ4_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
-                        float* y, int64_t ldy, int mr);
-  void (*dot_q5_k_rows)(const BlockQ5_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
-                        float* y, int64_t ldy, int mr);
-  void (*dot_q6_k_rows)(const BlockQ6_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
-                        float* y, int64_t ldy, int mr);
+  // K-quants (GGML's Q4_K, Q5_K, Q6_K) in interleaved groups of 8 rows (BlockQ4_Kx8 ...), nb blocks of 32
+  // (nb % 8 == 0), activations and outputs as above: y[i * ldy + c] for i < mr <= 4, c < 8. Per row, per
+  // block b in order (sub-block j = b % 8 of super-block b / 8) the integer sum is exact — Q4_K/Q5_K:
+  // isum = sc_j * sum(q * x), msum = m_j * xsum_b; Q6_K: isum = the sum over its two sub-blocks of 16 of
+  // scale * sum((q - 32) * x) (|isum| < 2^24, so float(isum) is exact too) — and then acc = fma(d * xd_b,
+  // isum, acc), for Q4_K/Q5_K followed by acc = fma(-(dmin * xd_b), msum, acc). Every table agrees bit for
+  // bit.
+  void (*gemm_q4_kx8)(const BlockQ4_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
+                      float* y, int64_t ldy, int mr);
+  void (*gemm_q5_kx8)(const BlockQ5_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
+                      float* y, int64_t ldy, int mr);
+  void (*gemm_q6_kx8)(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
+                      float* y, int64_t ldy, int mr);
 };
-
-// The last step of the K-quant dots: the 8 lanes summed in the fixed order every table uses.
-inline float kquant_lanes_sum(const float* a) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
 
 // gemm_q*_0x16 for tables without 512-bit registers: the one-group tile on each of the two groups.
 template <class Block, void (*Tile)(const Block*, const int8_t*, const float*, const int32_t*, int64_t, float*, int64_t, int)>

@@ -14,28 +14,34 @@ namespace qvl {
 
 void Mat::row_to_f32(int64_t r, float* out) const {
   if (layout == Layout::kRows) return kernels().row_to_f32(type, row(r), out, cols);
-  const int64_t nb = cols / kQK;
+  const int c = static_cast<int>(r % 8);
+  const void* g = group(r / 8);
   std::vector<uint8_t> tmp(row_bytes(type, cols));
-  if (type == WeightType::kQ8_0) {
-    unpack_q8_0x8(static_cast<const BlockQ8_0x8*>(group(r / 8)), static_cast<int>(r % 8), nb,
-                  reinterpret_cast<BlockQ8_0*>(tmp.data()));
-  } else {
-    QVL_CHECK(type == WeightType::kQ4_0);
-    unpack_q4_0x8(static_cast<const BlockQ4_0x8*>(group(r / 8)), static_cast<int>(r % 8), nb,
-                  reinterpret_cast<BlockQ4_0*>(tmp.data()));
+  void* dst = tmp.data();
+  switch (type) {
+    case WeightType::kQ8_0: unpack_q8_0x8(static_cast<const BlockQ8_0x8*>(g), c, cols / kQK, static_cast<BlockQ8_0*>(dst)); break;
+    case WeightType::kQ4_0: unpack_q4_0x8(static_cast<const BlockQ4_0x8*>(g), c, cols / kQK, static_cast<BlockQ4_0*>(dst)); break;
+    case WeightType::kQ4_K: unpack_q4_kx8(static_cast<const BlockQ4_Kx8*>(g), c, cols / kQKK, static_cast<BlockQ4_K*>(dst)); break;
+    case WeightType::kQ5_K: unpack_q5_kx8(static_cast<const BlockQ5_Kx8*>(g), c, cols / kQKK, static_cast<BlockQ5_K*>(dst)); break;
+    case WeightType::kQ6_K: unpack_q6_kx8(static_cast<const BlockQ6_Kx8*>(g), c, cols / kQKK, static_cast<BlockQ6_K*>(dst)); break;
+    default: QVL_CHECK(false && "interleaved float matrix");
   }
   kernels().row_to_f32(type, tmp.data(), out, cols);
 }
 
 Mat interleave8(const Mat& w, void* out) {
-  QVL_CHECK(w.layout == Layout::kRows && is_quantized(w.type) && w.rows % 8 == 0);
-  const int64_t nb = w.cols / kQK;
+  QVL_CHECK(w.layout == Layout::kRows && is_interleavable(w.type) && w.rows % 8 == 0);
   for (int64_t g = 0; g < w.rows / 8; ++g) {
     uint8_t* dst = static_cast<uint8_t*>(out) + static_cast<size_t>(8 * g) * row_bytes(w.type, w.cols);
-    if (w.type == WeightType::kQ8_0)
-      pack_q8_0x8(static_cast<const BlockQ8_0*>(w.row(8 * g)), nb, reinterpret_cast<BlockQ8_0x8*>(dst));
-    else
-      pack_q4_0x8(static_cast<const BlockQ4_0*>(w.row(8 * g)), nb, reinterpret_cast<BlockQ4_0x8*>(dst));
+    const void* src = w.row(8 * g);
+    switch (w.type) {
+      case WeightType::kQ8_0: pack_q8_0x8(static_cast<const BlockQ8_0*>(src), w.cols / kQK, reinterpret_cast<BlockQ8_0x8*>(dst)); break;
+      case WeightType::kQ4_0: pack_q4_0x8(static_cast<const BlockQ4_0*>(src), w.cols / kQK, reinterpret_cast<BlockQ4_0x8*>(dst)); break;
+      case WeightType::kQ4_K: pack_q4_kx8(static_cast<const BlockQ4_K*>(src), w.cols / kQKK, reinterpret_cast<BlockQ4_Kx8*>(dst)); break;
+      case WeightType::kQ5_K: pack_q5_kx8(static_cast<const BlockQ5_K*>(src), w.cols / kQKK, reinterpret_cast<BlockQ5_Kx8*>(dst)); break;
+      case WeightType::kQ6_K: pack_q6_kx8(static_cast<const BlockQ6_K*>(src), w.cols / kQKK, reinterpret_cast<BlockQ6_Kx8*>(dst)); break;
+      default: break;
+    }
   }
   Mat m = w;
   m.data = out;
@@ -124,7 +130,6 @@ void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, 
   pool.parallel_for(n, 4, [&](int, int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) K.quantize_act(x + i * k, k, q + i * k, d + i * nb, s + i * nb);
   });
-  const bool q8 = w.type == WeightType::kQ8_0;
   // Chunks of groups handed out dynamically: about 8 per thread, an even 2 to 16 groups (16-128 rows) each.
   const int64_t groups = m / 8;
   const int64_t chunk = std::clamp<int64_t>(groups / (8 * pool.size()) / 2 * 2, 2, 16);
@@ -137,53 +142,27 @@ void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, 
         for (int64_t i = r0; i < r1; i += 4) {
           const int mr = static_cast<int>(std::min<int64_t>(4, r1 - i));
           float* yi = y + i * m + 8 * g;
-          if (q8) {
-            const auto* wg = static_cast<const BlockQ8_0x8*>(w.group(g));
-            (pair ? K.gemm_q8_0x16 : K.gemm_q8_0x8)(wg, q + i * k, d + i * nb, s + i * nb, nb, yi, m, mr);
-          } else {
-            const auto* wg = static_cast<const BlockQ4_0x8*>(w.group(g));
-            (pair ? K.gemm_q4_0x16 : K.gemm_q4_0x8)(wg, q + i * k, d + i * nb, s + i * nb, nb, yi, m, mr);
-          }
-        }
-      }
-    }
-  });
-}
-
-// K-quant rows (GGUF's Q4_K, Q5_K, Q6_K, bound as the file stores them): activations quantized once as for
-// the interleaved GEMM; the threads take chunks of weight rows, and each weight row is dotted with 4
-// activation rows at a time (its super-blocks stay in L1 across a block of activation rows).
-void matmul_kquant(ThreadPool& pool, const KernelTable& K, const float* x, int64_t n, const Mat& w, float* y) {
-  const int64_t m = w.rows, k = w.cols, nb = k / kQK;
-  QVL_CHECK(k % kQKK == 0);
-  thread_local QuantizedRows xq;
-  xq.q.resize(static_cast<size_t>(n * k));
-  xq.d.resize(static_cast<size_t>(n * nb));
-  xq.sum.resize(static_cast<size_t>(n * nb));
-  int8_t* q = xq.q.data();
-  float* d = xq.d.data();
-  int32_t* s = xq.sum.data();
-  pool.parallel_for(n, 4, [&](int, int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) K.quantize_act(x + i * k, k, q + i * k, d + i * nb, s + i * nb);
-  });
-  const int64_t chunk = std::clamp<int64_t>(m / (8 * pool.size()), 8, 128);
-  pool.parallel_for_dynamic(m, chunk, [&](int, int64_t j0, int64_t j1) {
-    for (int64_t r0 = 0; r0 < n; r0 += kRowBlock) {
-      const int64_t r1 = std::min(n, r0 + kRowBlock);
-      for (int64_t j = j0; j < j1; ++j) {
-        const void* row = w.row(j);
-        for (int64_t i = r0; i < r1; i += 4) {
-          const int mr = static_cast<int>(std::min<int64_t>(4, r1 - i));
-          float* yi = y + i * m + j;
+          const void* wg = w.group(g);
+          const int8_t* qi = q + i * k;
           switch (w.type) {
+            case WeightType::kQ8_0:
+              (pair ? K.gemm_q8_0x16 : K.gemm_q8_0x8)(static_cast<const BlockQ8_0x8*>(wg), qi, d + i * nb, s + i * nb, nb, yi, m, mr);
+              break;
+            case WeightType::kQ4_0:
+              (pair ? K.gemm_q4_0x16 : K.gemm_q4_0x8)(static_cast<const BlockQ4_0x8*>(wg), qi, d + i * nb, s + i * nb, nb, yi, m, mr);
+              break;
+            // K-quants: one group at a time (no two-group tiles yet).
             case WeightType::kQ4_K:
-              K.dot_q4_k_rows(static_cast<const BlockQ4_K*>(row), q + i * k, d + i * nb, s + i * nb, nb, yi, m, mr);
+              for (int64_t h = 0; h < (pair ? 2 : 1); ++h)
+                K.gemm_q4_kx8(static_cast<const BlockQ4_Kx8*>(w.group(g + h)), qi, d + i * nb, s + i * nb, nb, yi + 8 * h, m, mr);
               break;
             case WeightType::kQ5_K:
-              K.dot_q5_k_rows(static_cast<const BlockQ5_K*>(row), q + i * k, d + i * nb, s + i * nb, nb, yi, m, mr);
+              for (int64_t h = 0; h < (pair ? 2 : 1); ++h)
+                K.gemm_q5_kx8(static_cast<const BlockQ5_Kx8*>(w.group(g + h)), qi, d + i * nb, s + i * nb, nb, yi + 8 * h, m, mr);
               break;
             default:
-              K.dot_q6_k_rows(static_cast<const BlockQ6_K*>(row), q + i * k, d + i * nb, s + i * nb, nb, yi, m, mr);
+              for (int64_t h = 0; h < (pair ? 2 : 1); ++h)
+                K.gemm_q6_kx8(static_cast<const BlockQ6_Kx8*>(w.group(g + h)), qi, d + i * nb, s + i * nb, nb, yi + 8 * h, m, mr);
           }
         }
       }
@@ -203,8 +182,6 @@ void matmul(ThreadPool& pool, const float* x, int64_t n, const Mat& w, const flo
   // few rows, else the blocks are widened to float32 once per block of weight rows for the float tiles.
   if (w.layout == Layout::kInterleaved8) {
     matmul_interleaved(pool, K, x, n, w, y);
-  } else if (is_kquant(w.type)) {
-    matmul_kquant(pool, K, x, n, w, y);
   } else if (is_quantized(w.type) && n <= kMaxRowsForIntegerDots) {
     matmul_quantized(pool, K, x, n, w, y);
   } else {

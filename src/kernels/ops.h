@@ -12,7 +12,7 @@
 namespace qvl {
 
 // How a matrix's storage is ordered: row after row, or (quantized types, rows % 8 == 0) groups of 8 rows
-// whose blocks are interleaved (BlockQ8_0x8, BlockQ4_0x8) for the integer GEMM kernels.
+// whose blocks are interleaved (BlockQ8_0x8, BlockQ4_0x8, BlockQ4_Kx8, ...) for the integer GEMM kernels.
 enum class Layout { kRows, kInterleaved8 };
 
 // A weight matrix [rows, cols] (PyTorch's [out_features, in_features]), not owned: float rows as in the

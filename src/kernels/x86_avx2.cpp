@@ -492,151 +492,32 @@ void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const 
   }
 }
 
-// ---- K-quant rows (see kernels.h for the arithmetic every table follows) ------------------------------------
+// ---- K-quant GEMM tiles (x86_kquant_tiles.h; kernels.h for the arithmetic every table follows) ----------
 
-// The 6-bit scales (bytes 0-7 of sc) and mins (bytes 0-7 of m) of a Q4_K/Q5_K super-block, from its 12
-// packed bytes: sub-blocks 0-3 in the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); sub-blocks 4-7 take
-// their low 4 bits from bytes 8-11 (scales low nibbles, mins high) and their top 2 from the top of bytes 0-3
-// (scales) and 4-7 (mins). (Local code, not kquant_scale_min: see h2f.)
-inline void unpack_scales_mins(const uint8_t* packed, uint8_t* sc, uint8_t* m) {
-  uint32_t w[3];
-  std::memcpy(w, packed, 12);
-  const uint32_t sc_lo = w[0] & 0x3F3F3F3Fu, m_lo = w[1] & 0x3F3F3F3Fu;
-  const uint32_t sc_hi = (w[2] & 0x0F0F0F0Fu) | (((w[0] >> 6) & 0x03030303u) << 4);
-  const uint32_t m_hi = ((w[2] >> 4) & 0x0F0F0F0Fu) | (((w[1] >> 6) & 0x03030303u) << 4);
-  std::memcpy(sc, &sc_lo, 4);
-  std::memcpy(sc + 4, &sc_hi, 4);
-  std::memcpy(m, &m_lo, 4);
-  std::memcpy(m + 4, &m_hi, 4);
+// maddubs: unsigned weights times signed activations, pairs summed in int16 (a 5-bit value's pair is at
+// most 2 * 31 * 127, so four chunks fit), then madd by 1 to int32.
+struct MaddubsDot {
+  using Part = __m256i;
+  static __m256i zero() { return _mm256_setzero_si256(); }
+  static __m256i part(__m256i acc, __m256i u, __m256i s) { return _mm256_add_epi16(acc, _mm256_maddubs_epi16(u, s)); }
+  static __m256i flush(__m256i sum, __m256i acc) { return _mm256_add_epi32(sum, _mm256_madd_epi16(acc, _mm256_set1_epi16(1))); }
+};
+
+#include "kernels/x86_kquant_tiles.h"
+
+void gemm_q4_kx8(const BlockQ4_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
+  gemm_q4_kx8_t<MaddubsDot>(w, xq, xd, xsum, nb, y, ldy, mr);
 }
 
-// v[j]'s 8 int32 lanes summed, for j < 8: lane j of the result (integer adds, so any order is exact).
-inline __m256i sum_lanes8(const __m256i* v) {
-  const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
-  const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
-  const __m256i a = _mm256_hadd_epi32(h01, h23), b = _mm256_hadd_epi32(h45, h67);
-  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+void gemm_q5_kx8(const BlockQ5_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
+  gemm_q5_kx8_t<MaddubsDot>(w, xq, xd, xsum, nb, y, ldy, mr);
 }
 
-// Q4_K / Q5_K (FIVE): the super-block's 8 sub-blocks of unsigned values (maddubs's unsigned operand; a
-// pair sum is at most 2 * 31 * 127) are unpacked once and dotted with each activation row; the 8 sums go
-// to int32 by madd, to one vector (lane j: sub-block j) by sum_lanes8, and are scaled there.
-template <bool FIVE, int MR, class Block>
-void dot_q45_k_mr(const Block* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                  int64_t ldy) {
-  const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0F);
-  __m256 acc[MR];
-  for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
-  for (int64_t s = 0; s < nb / 8; ++s) {
-    const Block& blk = w[s];
-    prefetch_ahead(w + s);
-    __m256i q[8];
-    for (int c = 0; c < 4; ++c) {
-      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
-      q[2 * c] = _mm256_and_si256(packed, low4);
-      q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
-    }
-    if constexpr (FIVE) {
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
-      for (int j = 0; j < 8; ++j) {
-        const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << j));
-        const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
-        q[j] = _mm256_or_si256(q[j], _mm256_and_si256(set, _mm256_set1_epi8(16)));
-      }
-    }
-    alignas(8) uint8_t sc[8], m[8];
-    unpack_scales_mins(blk.scales, sc, m);
-    const __m256i scv = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)));
-    const __m256i mv = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
-    const __m256 d = _mm256_set1_ps(h2f(blk.d)), dmin = _mm256_set1_ps(h2f(blk.dmin));
-    for (int i = 0; i < MR; ++i) {
-      const int64_t b0 = i * nb + 8 * s;
-      const int8_t* x = xq + b0 * kQK;
-      __m256i dot[8];
-      for (int j = 0; j < 8; ++j) {
-        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + j * kQK));
-        dot[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(q[j], xv), ones);
-      }
-      const __m256i isum = _mm256_mullo_epi32(sum_lanes8(dot), scv);
-      const __m256i msum = _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xsum + b0)), mv);
-      const __m256 dx = _mm256_loadu_ps(xd + b0);
-      acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(isum), acc[i]);
-      acc[i] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(msum), acc[i]);
-    }
-  }
-  for (int i = 0; i < MR; ++i) y[i * ldy] = hsum(acc[i]);
-}
-
-// Q6_K: the 6-bit values q in [0, 63] are assembled per block of 32 (low nibble from ql, top 2 bits from
-// qh); sum((q - 32) x) per pair is maddubs(q, x) - maddubs(32, x), within int16 (|.| <= 16002 + 8128), and
-// madd by the two sub-blocks' scales (8 int16 lanes each) gives the scaled block sum in 8 int32 lanes.
-template <int MR>
-void dot_q6_k_mr(const BlockQ6_K* w, const int8_t* xq, const float* xd, int64_t nb, float* y, int64_t ldy) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F), top2 = _mm256_set1_epi8(0x30), m32 = _mm256_set1_epi8(32);
-  __m256 acc[MR];
-  for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
-  for (int64_t s = 0; s < nb / 8; ++s) {
-    const BlockQ6_K& blk = w[s];
-    prefetch_ahead(w + s);
-    __m256i q[8], scale[8];
-    for (int h = 0; h < 2; ++h) {
-      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
-      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
-      q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), top2));
-      q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), top2));
-      q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, top2));
-      q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                                     _mm256_and_si256(_mm256_srli_epi16(hb, 2), top2));
-    }
-    for (int j = 0; j < 8; ++j)
-      scale[j] = _mm256_set_m128i(_mm_set1_epi16(blk.scales[2 * j + 1]), _mm_set1_epi16(blk.scales[2 * j]));
-    const __m256 d = _mm256_set1_ps(h2f(blk.d));
-    for (int i = 0; i < MR; ++i) {
-      const int64_t b0 = i * nb + 8 * s;
-      const int8_t* x = xq + b0 * kQK;
-      __m256i dot[8];
-      for (int j = 0; j < 8; ++j) {
-        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + j * kQK));
-        const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[j], xv), _mm256_maddubs_epi16(m32, xv));
-        dot[j] = _mm256_madd_epi16(p, scale[j]);
-      }
-      const __m256 dx = _mm256_loadu_ps(xd + b0);
-      acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sum_lanes8(dot)), acc[i]);
-    }
-  }
-  for (int i = 0; i < MR; ++i) y[i * ldy] = hsum(acc[i]);
-}
-
-void dot_q4_k_rows(const BlockQ4_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                   int64_t ldy, int mr) {
-  switch (mr) {
-    case 1: return dot_q45_k_mr<false, 1>(w, xq, xd, xsum, nb, y, ldy);
-    case 2: return dot_q45_k_mr<false, 2>(w, xq, xd, xsum, nb, y, ldy);
-    case 3: return dot_q45_k_mr<false, 3>(w, xq, xd, xsum, nb, y, ldy);
-    default: return dot_q45_k_mr<false, 4>(w, xq, xd, xsum, nb, y, ldy);
-  }
-}
-
-void dot_q5_k_rows(const BlockQ5_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                   int64_t ldy, int mr) {
-  switch (mr) {
-    case 1: return dot_q45_k_mr<true, 1>(w, xq, xd, xsum, nb, y, ldy);
-    case 2: return dot_q45_k_mr<true, 2>(w, xq, xd, xsum, nb, y, ldy);
-    case 3: return dot_q45_k_mr<true, 3>(w, xq, xd, xsum, nb, y, ldy);
-    default: return dot_q45_k_mr<true, 4>(w, xq, xd, xsum, nb, y, ldy);
-  }
-}
-
-void dot_q6_k_rows(const BlockQ6_K* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                   int64_t ldy, int mr) {
-  (void)xsum;
-  switch (mr) {
-    case 1: return dot_q6_k_mr<1>(w, xq, xd, nb, y, ldy);
-    case 2: return dot_q6_k_mr<2>(w, xq, xd, nb, y, ldy);
-    case 3: return dot_q6_k_mr<3>(w, xq, xd, nb, y, ldy);
-    default: return dot_q6_k_mr<4>(w, xq, xd, nb, y, ldy);
-  }
+void gemm_q6_kx8(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
+  gemm_q6_kx8_256(w, xq, xd, xsum, nb, y, ldy, mr);
 }
 
 }  // namespace
@@ -660,9 +541,9 @@ const KernelTable* avx2_kernels() {
                                  avx2::gemm_q4_0x8,
                                  two_groups<BlockQ8_0x8, avx2::gemm_q8_0x8>,
                                  two_groups<BlockQ4_0x8, avx2::gemm_q4_0x8>,
-                                 avx2::dot_q4_k_rows,
-                                 avx2::dot_q5_k_rows,
-                                 avx2::dot_q6_k_rows};
+                                 avx2::gemm_q4_kx8,
+                                 avx2::gemm_q5_kx8,
+                                 avx2::gemm_q6_kx8};
   const CpuFeatures f = cpu_features();
   return f.avx2 && f.fma && f.f16c && f.os_ymm ? &table : nullptr;
 }

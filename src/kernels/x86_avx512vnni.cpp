@@ -221,6 +221,42 @@ void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, 
   kTiles[mr - 1](a, lda, b, ldb, k, c, ldc, m0, m1);
 }
 
+// ---- K-quant GEMM tiles: x86_kquant_tiles.h with the EVEX 256-bit vpdpbusd ------------------------------
+
+namespace {
+
+inline __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+struct Vnni256Dot {
+  using Part = __m256i;
+  static __m256i zero() { return _mm256_setzero_si256(); }
+  static __m256i part(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+  static __m256i flush(__m256i sum, __m256i acc) { return _mm256_add_epi32(sum, acc); }
+};
+
+#include "kernels/x86_kquant_tiles.h"
+
+}  // namespace
+
+void gemm_q4_kx8(const BlockQ4_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
+  gemm_q4_kx8_t<Vnni256Dot>(w, xq, xd, xsum, nb, y, ldy, mr);
+}
+
+void gemm_q5_kx8(const BlockQ5_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
+  gemm_q5_kx8_t<Vnni256Dot>(w, xq, xd, xsum, nb, y, ldy, mr);
+}
+
+void gemm_q6_kx8(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
+  gemm_q6_kx8_256(w, xq, xd, xsum, nb, y, ldy, mr);
+}
+
 }  // namespace avx512vnni
 
 }  // namespace qvl

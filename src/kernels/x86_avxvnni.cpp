@@ -145,5 +145,30 @@ QVL_AVXVNNI_TILE(gemm_q8_0x16, Q8, gemm_x16)
 QVL_AVXVNNI_TILE(gemm_q4_0x16, Q4, gemm_x16)
 #undef QVL_AVXVNNI_TILE
 
+// ---- K-quant GEMM tiles: x86_kquant_tiles.h with vpdpbusd (Q6_K's signed values keep maddubs) ---------
+
+namespace {
+
+struct VnniDot {
+  using Part = __m256i;
+  static __m256i zero() { return _mm256_setzero_si256(); }
+  static __m256i part(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
+  static __m256i flush(__m256i sum, __m256i acc) { return _mm256_add_epi32(sum, acc); }
+};
+
+#include "kernels/x86_kquant_tiles.h"
+
+}  // namespace
+
+void gemm_q4_kx8(const BlockQ4_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
+  gemm_q4_kx8_t<VnniDot>(w, xq, xd, xsum, nb, y, ldy, mr);
+}
+
+void gemm_q5_kx8(const BlockQ5_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
+  gemm_q5_kx8_t<VnniDot>(w, xq, xd, xsum, nb, y, ldy, mr);
+}
+
 }  // namespace avxvnni
 }  // namespace qvl

@@ -78,7 +78,7 @@ Result<Mat> convert_matrix(const Mat& m, WeightType type, const std::string& nam
 }
 
 Result<Mat> interleave_matrix(const Mat& m, ThreadPool& pool, WeightArena& arena, bool release_source) {
-  if (!is_quantized(m.type) || m.layout != Layout::kRows || m.rows % 8 != 0) return m;
+  if (!is_interleavable(m.type) || m.layout != Layout::kRows || m.rows % 8 != 0) return m;
   arena.push_back(std::make_unique<uint8_t[]>(m.bytes()));
   uint8_t* dst = arena.back().get();
   const size_t group_bytes = 8 * row_bytes(m.type, m.cols);
@@ -141,21 +141,20 @@ Status convert_weights(TextW& text, VisionW& vision, const WeightTypes& types, T
     return false;
   };
   // A matrix already stored quantized (a `qvl quantize` directory, a GGUF) keeps its values: converting it
-  // again could only lose precision; Q8_0/Q4_0 rows are interleaved for the integer GEMM, K-quant rows stay.
+  // again could only lose precision; its rows are interleaved for the integer GEMM tiles (a K-quant matrix
+  // whose rows are not a multiple of 8 stays in rows: the float path widens it).
   for (auto& [name, m] : convertible_matrices(text, vision, types.text.has_value(), false)) {
     // A tied LM head shares the embedding table, which is still read (row lookups). Pages of a file mapping
     // may go (they are read again from the file); memory `keep` names (a table built at load) must stay.
     const bool release = keep == nullptr || m->data != keep;
-    if (is_kquant(m->type)) continue;  // a GGUF's K-quant matrix: its own kernels, kept as stored
-    if (is_quantized(m->type)) {
+    if (is_interleavable(m->type)) {
       QVL_ASSIGN_OR_RETURN(*m, interleave_matrix(*m, pool, arena, release));
     } else if (blockable(*m, *types.text, name)) {
       QVL_ASSIGN_OR_RETURN(*m, convert_matrix(*m, *types.text, name, pool, arena, release));
     }
   }
   for (auto& [name, m] : convertible_matrices(text, vision, false, types.vision.has_value())) {
-    if (is_kquant(m->type)) continue;
-    if (is_quantized(m->type)) {
+    if (is_interleavable(m->type)) {
       QVL_ASSIGN_OR_RETURN(*m, interleave_matrix(*m, pool, arena));
     } else if (blockable(*m, *types.vision, name)) {
       QVL_ASSIGN_OR_RETURN(*m, convert_matrix(*m, *types.vision, name, pool, arena));

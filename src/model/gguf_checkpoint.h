@@ -6,10 +6,10 @@
 //     model.visual.blocks.N.norm1, mm.0 -> merger.linear_fc1, v.deepstack.<layer> -> deepstack_merger_list.K);
 //   - the patch embedding, which llama.cpp's converter splits into its two time slices
 //     (v.patch_embd.weight and v.patch_embd.weight.1), is stacked back into the Conv3d kernel;
-//   - F32, F16 and BF16 tensors are views into the mapped file; Q8_0 and Q4_0 rows are GGUF's blocks, which
-//     are qvl's own, and K-quant matrices (Q4_K, Q5_K, Q6_K) are dotted by qvl's K-quant kernels: both are
-//     bound as they are, no copy; a K-quant tensor that is not a matrix (the vision position embedding) is
-//     dequantized to float exactly as ggml does.
+//   - every tensor is bound as a view into the mapped file: F32, F16 and BF16; Q8_0 and Q4_0 rows (GGUF's
+//     blocks are qvl's own); K-quant matrices (Q4_K, Q5_K, Q6_K), which qvl's K-quant GEMM tiles multiply
+//     (the loader interleaves quantized matrices by 8 rows, keeping every block's bytes); a K-quant tensor
+//     that is not a matrix (the vision position embedding) is dequantized to float exactly as ggml does.
 #pragma once
 
 #include <map>

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace qvl {
 
@@ -203,6 +204,107 @@ void dequantize_row_q6_k_ref(const BlockQ6_K* in, float* out, int64_t cols) {
       qh += 32;
       sc += 8;
     }
+  }
+}
+
+// K-quant interleaving. Each function moves every byte of the 8 blocks once, 4 at a time: pack row -> x8,
+// unpack x8 -> row.
+namespace {
+
+// Row c's 12 scale bytes <-> the x8 block's three words of lane c.
+void pack_scales(const uint8_t* row, uint32_t (&words)[3][8], int c) {
+  for (int w = 0; w < 3; ++w) std::memcpy(&words[w][c], row + 4 * w, 4);
+}
+void unpack_scales(const uint32_t (&words)[3][8], int c, uint8_t* row) {
+  for (int w = 0; w < 3; ++w) std::memcpy(row + 4 * w, &words[w][c], 4);
+}
+
+// Q4_K / Q5_K values: x8 index of row c's qs byte 32p + 4t + u.
+inline size_t q45_index(int p, int t, int c, int u) { return static_cast<size_t>(32 * (8 * p + t) + 4 * c + u); }
+// Q6_K: x8 index of row c's ql byte 64h + 32e + 4t + u, and of its qh byte 32h + 4t + u.
+inline size_t ql_index(int h, int e, int t, int c, int u) { return static_cast<size_t>(32 * (8 * (2 * h + e) + t) + 4 * c + u); }
+inline size_t qh_index(int h, int t, int c, int u) { return static_cast<size_t>(32 * (8 * h + t) + 4 * c + u); }
+
+}  // namespace
+
+void pack_q4_kx8(const BlockQ4_K* rows, int64_t ns, BlockQ4_Kx8* out) {
+  for (int64_t s = 0; s < ns; ++s)
+    for (int c = 0; c < 8; ++c) {
+      const BlockQ4_K& r = rows[c * ns + s];
+      out[s].d[c] = r.d;
+      out[s].dmin[c] = r.dmin;
+      pack_scales(r.scales, out[s].scales, c);
+      for (int p = 0; p < 4; ++p)
+        for (int t = 0; t < 8; ++t)
+          std::memcpy(&out[s].qs[q45_index(p, t, c, 0)], &r.qs[32 * p + 4 * t], 4);
+    }
+}
+
+void unpack_q4_kx8(const BlockQ4_Kx8* in, int c, int64_t ns, BlockQ4_K* row) {
+  for (int64_t s = 0; s < ns; ++s) {
+    BlockQ4_K& r = row[s];
+    r.d = in[s].d[c];
+    r.dmin = in[s].dmin[c];
+    unpack_scales(in[s].scales, c, r.scales);
+    for (int p = 0; p < 4; ++p)
+      for (int t = 0; t < 8; ++t)
+        std::memcpy(&r.qs[32 * p + 4 * t], &in[s].qs[q45_index(p, t, c, 0)], 4);
+  }
+}
+
+void pack_q5_kx8(const BlockQ5_K* rows, int64_t ns, BlockQ5_Kx8* out) {
+  for (int64_t s = 0; s < ns; ++s)
+    for (int c = 0; c < 8; ++c) {
+      const BlockQ5_K& r = rows[c * ns + s];
+      out[s].d[c] = r.d;
+      out[s].dmin[c] = r.dmin;
+      pack_scales(r.scales, out[s].scales, c);
+      for (int t = 0; t < 8; ++t)
+        std::memcpy(&out[s].qh[32 * t + 4 * c], &r.qh[4 * t], 4);
+      for (int p = 0; p < 4; ++p)
+        for (int t = 0; t < 8; ++t)
+          std::memcpy(&out[s].qs[q45_index(p, t, c, 0)], &r.qs[32 * p + 4 * t], 4);
+    }
+}
+
+void unpack_q5_kx8(const BlockQ5_Kx8* in, int c, int64_t ns, BlockQ5_K* row) {
+  for (int64_t s = 0; s < ns; ++s) {
+    BlockQ5_K& r = row[s];
+    r.d = in[s].d[c];
+    r.dmin = in[s].dmin[c];
+    unpack_scales(in[s].scales, c, r.scales);
+    for (int t = 0; t < 8; ++t)
+      std::memcpy(&r.qh[4 * t], &in[s].qh[32 * t + 4 * c], 4);
+    for (int p = 0; p < 4; ++p)
+      for (int t = 0; t < 8; ++t)
+        std::memcpy(&r.qs[32 * p + 4 * t], &in[s].qs[q45_index(p, t, c, 0)], 4);
+  }
+}
+
+void pack_q6_kx8(const BlockQ6_K* rows, int64_t ns, BlockQ6_Kx8* out) {
+  for (int64_t s = 0; s < ns; ++s)
+    for (int c = 0; c < 8; ++c) {
+      const BlockQ6_K& r = rows[c * ns + s];
+      out[s].d[c] = r.d;
+      for (int k = 0; k < 16; ++k) out[s].scales[8 * k + c] = r.scales[k];
+      for (int h = 0; h < 2; ++h)
+        for (int t = 0; t < 8; ++t) {
+          for (int e = 0; e < 2; ++e) std::memcpy(&out[s].ql[ql_index(h, e, t, c, 0)], &r.ql[64 * h + 32 * e + 4 * t], 4);
+          std::memcpy(&out[s].qh[qh_index(h, t, c, 0)], &r.qh[32 * h + 4 * t], 4);
+        }
+    }
+}
+
+void unpack_q6_kx8(const BlockQ6_Kx8* in, int c, int64_t ns, BlockQ6_K* row) {
+  for (int64_t s = 0; s < ns; ++s) {
+    BlockQ6_K& r = row[s];
+    r.d = in[s].d[c];
+    for (int k = 0; k < 16; ++k) r.scales[k] = in[s].scales[8 * k + c];
+    for (int h = 0; h < 2; ++h)
+      for (int t = 0; t < 8; ++t) {
+        for (int e = 0; e < 2; ++e) std::memcpy(&r.ql[64 * h + 32 * e + 4 * t], &in[s].ql[ql_index(h, e, t, c, 0)], 4);
+        std::memcpy(&r.qh[32 * h + 4 * t], &in[s].qh[qh_index(h, t, c, 0)], 4);
+      }
   }
 }
 

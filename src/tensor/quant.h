@@ -99,6 +99,47 @@ inline void kquant_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   }
 }
 
+// Eight rows of K-quant super-blocks interleaved for the integer GEMM tiles, as BlockQ4_0x8 does for Q4_0:
+// one 32-byte load holds 4 consecutive values of each of the 8 rows (one int32 lane per row). Each x8
+// block is exactly the size of the 8 blocks it holds.
+// Q4_Kx8: scales[w][c] = bytes 4w..4w+3 of row c's 12 packed scale bytes (so one load unpacks sub-block j's
+// scale or min for all 8 rows); qs[32 (8 p + t) + 4 c + u] = row c's qs[32 p + 4 t + u] (p < 4, t < 8,
+// u < 4): low nibbles are values 4t + u of sub-block 2p, high nibbles of sub-block 2p + 1.
+struct BlockQ4_Kx8 {
+  uint16_t d[8], dmin[8];
+  uint32_t scales[3][8];
+  uint8_t qs[8 * kQKK / 2];
+};
+static_assert(sizeof(BlockQ4_Kx8) == 8 * sizeof(BlockQ4_K), "Q4_Kx8 holds exactly 8 Q4_K blocks");
+
+// Q5_Kx8: Q4_Kx8 with qh[32 t + 4 c + u] = row c's qh[4 t + u] (bit j: value 4t + u of sub-block j).
+struct BlockQ5_Kx8 {
+  uint16_t d[8], dmin[8];
+  uint32_t scales[3][8];
+  uint8_t qh[8 * kQKK / 8];
+  uint8_t qs[8 * kQKK / 2];
+};
+static_assert(sizeof(BlockQ5_Kx8) == 8 * sizeof(BlockQ5_K), "Q5_Kx8 holds exactly 8 Q5_K blocks");
+
+// Q6_Kx8: scales[8 s + c] = row c's scales[s] (s < 16); ql[32 (8 (2 h + e) + t) + 4 c + u] = row c's
+// ql[64 h + 32 e + 4 t + u] (h, e < 2, t < 8: low nibbles are values 4t + u of block 4h + e, high ones of
+// block 4h + e + 2); qh[32 (8 h + t) + 4 c + u] = row c's qh[32 h + 4 t + u] (bits 2g, 2g + 1: block 4h + g).
+struct BlockQ6_Kx8 {
+  uint16_t d[8];
+  int8_t scales[8 * 16];
+  uint8_t ql[8 * kQKK / 2];
+  uint8_t qh[8 * kQKK / 4];
+};
+static_assert(sizeof(BlockQ6_Kx8) == 8 * sizeof(BlockQ6_K), "Q6_Kx8 holds exactly 8 Q6_K blocks");
+
+// Packs 8 rows of ns super-blocks each (row c at rows + c * ns) into ns interleaved blocks, and back.
+void pack_q4_kx8(const BlockQ4_K* rows, int64_t ns, BlockQ4_Kx8* out);
+void pack_q5_kx8(const BlockQ5_K* rows, int64_t ns, BlockQ5_Kx8* out);
+void pack_q6_kx8(const BlockQ6_K* rows, int64_t ns, BlockQ6_Kx8* out);
+void unpack_q4_kx8(const BlockQ4_Kx8* in, int c, int64_t ns, BlockQ4_K* row);
+void unpack_q5_kx8(const BlockQ5_Kx8* in, int c, int64_t ns, BlockQ5_K* row);
+void unpack_q6_kx8(const BlockQ6_Kx8* in, int c, int64_t ns, BlockQ6_K* row);
+
 // ggml's dequantize_row_q4_K / _q5_K / _q6_K in its float arithmetic and order (cols % 256 == 0).
 void dequantize_row_q4_k_ref(const BlockQ4_K* in, float* out, int64_t cols);
 void dequantize_row_q5_k_ref(const BlockQ5_K* in, float* out, int64_t cols);
@@ -123,8 +164,10 @@ const char* weight_type_name(WeightType t);
 bool weight_type_from_name(const std::string& name, WeightType* out);
 // Blocks of 32 (interleavable for the integer GEMM tiles).
 inline bool is_quantized(WeightType t) { return t == WeightType::kQ8_0 || t == WeightType::kQ4_0; }
-// K-quant super-blocks of 256 (rows only; their own dot kernels).
+// K-quant super-blocks of 256 (their own GEMM tiles).
 inline bool is_kquant(WeightType t) { return t == WeightType::kQ4_K || t == WeightType::kQ5_K || t == WeightType::kQ6_K; }
+// Types with an interleaved 8-row layout and integer GEMM tiles.
+inline bool is_interleavable(WeightType t) { return is_quantized(t) || is_kquant(t); }
 
 // Bytes of one row of `cols` values (cols a multiple of 32 for the block types, of 256 for the K-quants).
 size_t row_bytes(WeightType t, int64_t cols);
