@@ -483,6 +483,39 @@ void check_kquant_gemm(WeightType type) {
   }
 }
 
+// The two-group tiles: bit-identical to two one-group tiles of the generic table.
+TEST(Kernels, KQuantGemmPairsBitIdenticalToGeneric) {
+  const KernelTable& g = generic_kernels();
+  for (WeightType type : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
+    for (int64_t ns : {1, 3}) {
+      const int64_t k = ns * kQKK, nb = k / kQK;
+      const auto rows = kquant_rows(type, 16, k, static_cast<uint32_t>(40 + ns), false);
+      std::vector<uint8_t> packed(rows.size());
+      const Mat w = interleave8(Mat{type, 16, k, rows.data()}, packed.data());
+      const auto xf = random_floats(static_cast<size_t>(4 * k), 41, 5.0f);
+      std::vector<int8_t> q(4 * k);
+      std::vector<float> d(4 * nb);
+      std::vector<int32_t> s(4 * nb);
+      for (int i = 0; i < 4; ++i)
+        quantize_row_act_ref(xf.data() + i * k, k, q.data() + i * k, d.data() + i * nb, s.data() + i * nb);
+      for (int mr = 1; mr <= 4; ++mr) {
+        float want[4 * 16], got[4 * 16];
+        for (int half = 0; half < 2; ++half)
+          run_kquant(g, type, w.group(half), q.data(), d.data(), s.data(), nb, want + 8 * half, 16, mr);
+        std::vector<const KernelTable*> tables = simd_tables();
+        tables.push_back(&g);
+        for (const KernelTable* t : tables) {
+          if (type == WeightType::kQ4_K) t->gemm_q4_kx16(static_cast<const BlockQ4_Kx8*>(w.group(0)), q.data(), d.data(), s.data(), nb, got, 16, mr);
+          if (type == WeightType::kQ5_K) t->gemm_q5_kx16(static_cast<const BlockQ5_Kx8*>(w.group(0)), q.data(), d.data(), s.data(), nb, got, 16, mr);
+          if (type == WeightType::kQ6_K) t->gemm_q6_kx16(static_cast<const BlockQ6_Kx8*>(w.group(0)), q.data(), d.data(), s.data(), nb, got, 16, mr);
+          for (int i = 0; i < mr * 16; ++i)
+            ASSERT_EQ(want[i], got[i]) << t->name << " " << weight_type_name(type) << " ns " << ns << " mr " << mr << " at " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(Kernels, GemmQ4_KExactAndBitIdenticalToGeneric) { check_kquant_gemm(WeightType::kQ4_K); }
 TEST(Kernels, GemmQ5_KExactAndBitIdenticalToGeneric) { check_kquant_gemm(WeightType::kQ5_K); }
 TEST(Kernels, GemmQ6_KExactAndBitIdenticalToGeneric) { check_kquant_gemm(WeightType::kQ6_K); }

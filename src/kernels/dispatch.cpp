@@ -48,6 +48,8 @@ const KernelTable* avxvnni_kernels() {
     // Q6_K keeps the AVX2 tile (signed values times signed activations: maddubs with the sign trick).
     t.gemm_q4_kx8 = avxvnni::gemm_q4_kx8;
     t.gemm_q5_kx8 = avxvnni::gemm_q5_kx8;
+    t.gemm_q4_kx16 = two_kgroups<BlockQ4_Kx8, avxvnni::gemm_q4_kx8>;
+    t.gemm_q5_kx16 = two_kgroups<BlockQ5_Kx8, avxvnni::gemm_q5_kx8>;
     return t;
   }();
   return &table;
@@ -67,6 +69,12 @@ void gemm_q5_kx8(const BlockQ5_Kx8* w, const int8_t* xq, const float* xd, const 
                  int64_t ldy, int mr);
 void gemm_q6_kx8(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
                  int64_t ldy, int mr);
+void gemm_q4_kx16(const BlockQ4_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                  int64_t ldy, int mr);
+void gemm_q5_kx16(const BlockQ5_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                  int64_t ldy, int mr);
+void gemm_q6_kx16(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                  int64_t ldy, int mr);
 }  // namespace avx512vnni
 
 const KernelTable* avx512vnni_kernels() {
@@ -85,6 +93,9 @@ const KernelTable* avx512vnni_kernels() {
     t.gemm_q4_kx8 = avx512vnni::gemm_q4_kx8;
     t.gemm_q5_kx8 = avx512vnni::gemm_q5_kx8;
     t.gemm_q6_kx8 = avx512vnni::gemm_q6_kx8;
+    t.gemm_q4_kx16 = avx512vnni::gemm_q4_kx16;
+    t.gemm_q5_kx16 = avx512vnni::gemm_q5_kx16;
+    t.gemm_q6_kx16 = avx512vnni::gemm_q6_kx16;
     return t;
   }();
   return &table;
@@ -121,6 +132,9 @@ const KernelTable* neon_kernels() {
     t.gemm_q4_kx8 = neon::gemm_q4_kx8;
     t.gemm_q5_kx8 = neon::gemm_q5_kx8;
     t.gemm_q6_kx8 = neon::gemm_q6_kx8;
+    t.gemm_q4_kx16 = two_kgroups<BlockQ4_Kx8, neon::gemm_q4_kx8>;
+    t.gemm_q5_kx16 = two_kgroups<BlockQ5_Kx8, neon::gemm_q5_kx8>;
+    t.gemm_q6_kx16 = two_kgroups<BlockQ6_Kx8, neon::gemm_q6_kx8>;
     return t;
   }();
   return &table;

@@ -250,7 +250,9 @@ const KernelTable& generic_kernels() {
                                  6, 16, exp_scaled, gelu_tanh,     silu_mul,      quantize_row_q8_0_ref,
                                  dot_q8_0_rows,  dot_q4_0_rows, quantize_row_act_ref, gemm_q8_0x8,
                                  gemm_q4_0x8,    two_groups<BlockQ8_0x8, gemm_q8_0x8>, two_groups<BlockQ4_0x8, gemm_q4_0x8>,
-                                 gemm_q4_kx8,    gemm_q5_kx8,   gemm_q6_kx8};
+                                 gemm_q4_kx8,    gemm_q5_kx8,   gemm_q6_kx8,
+                                 two_kgroups<BlockQ4_Kx8, gemm_q4_kx8>, two_kgroups<BlockQ5_Kx8, gemm_q5_kx8>,
+                                 two_kgroups<BlockQ6_Kx8, gemm_q6_kx8>};
   return table;
 }
 

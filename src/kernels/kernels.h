@@ -79,6 +79,13 @@ struct KernelTable {
                       float* y, int64_t ldy, int mr);
   void (*gemm_q6_kx8)(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
                       float* y, int64_t ldy, int mr);
+  // The same for two consecutive groups (w and w + nb / 8: 16 output columns), as gemm_q*_0x16.
+  void (*gemm_q4_kx16)(const BlockQ4_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
+                       float* y, int64_t ldy, int mr);
+  void (*gemm_q5_kx16)(const BlockQ5_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
+                       float* y, int64_t ldy, int mr);
+  void (*gemm_q6_kx16)(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
+                       float* y, int64_t ldy, int mr);
 };
 
 // gemm_q*_0x16 for tables without 512-bit registers: the one-group tile on each of the two groups.
@@ -87,6 +94,15 @@ void two_groups(const Block* w, const int8_t* xq, const float* xd, const int32_t
                 int64_t ldy, int mr) {
   Tile(w, xq, xd, xsum, nb, y, ldy, mr);
   Tile(w + nb, xq, xd, xsum, nb, y + 8, ldy, mr);
+}
+
+// gemm_q*_kx16 for tables without 512-bit registers: the one-group tile on each of the two groups (a group
+// is nb / 8 super-blocks).
+template <class Block, void (*Tile)(const Block*, const int8_t*, const float*, const int32_t*, int64_t, float*, int64_t, int)>
+void two_kgroups(const Block* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                 int64_t ldy, int mr) {
+  Tile(w, xq, xd, xsum, nb, y, ldy, mr);
+  Tile(w + nb / 8, xq, xd, xsum, nb, y + 8, ldy, mr);
 }
 
 const KernelTable& generic_kernels();

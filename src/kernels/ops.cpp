@@ -151,18 +151,14 @@ void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, 
             case WeightType::kQ4_0:
               (pair ? K.gemm_q4_0x16 : K.gemm_q4_0x8)(static_cast<const BlockQ4_0x8*>(wg), qi, d + i * nb, s + i * nb, nb, yi, m, mr);
               break;
-            // K-quants: one group at a time (no two-group tiles yet).
             case WeightType::kQ4_K:
-              for (int64_t h = 0; h < (pair ? 2 : 1); ++h)
-                K.gemm_q4_kx8(static_cast<const BlockQ4_Kx8*>(w.group(g + h)), qi, d + i * nb, s + i * nb, nb, yi + 8 * h, m, mr);
+              (pair ? K.gemm_q4_kx16 : K.gemm_q4_kx8)(static_cast<const BlockQ4_Kx8*>(wg), qi, d + i * nb, s + i * nb, nb, yi, m, mr);
               break;
             case WeightType::kQ5_K:
-              for (int64_t h = 0; h < (pair ? 2 : 1); ++h)
-                K.gemm_q5_kx8(static_cast<const BlockQ5_Kx8*>(w.group(g + h)), qi, d + i * nb, s + i * nb, nb, yi + 8 * h, m, mr);
+              (pair ? K.gemm_q5_kx16 : K.gemm_q5_kx8)(static_cast<const BlockQ5_Kx8*>(wg), qi, d + i * nb, s + i * nb, nb, yi, m, mr);
               break;
             default:
-              for (int64_t h = 0; h < (pair ? 2 : 1); ++h)
-                K.gemm_q6_kx8(static_cast<const BlockQ6_Kx8*>(w.group(g + h)), qi, d + i * nb, s + i * nb, nb, yi + 8 * h, m, mr);
+              (pair ? K.gemm_q6_kx16 : K.gemm_q6_kx8)(static_cast<const BlockQ6_Kx8*>(wg), qi, d + i * nb, s + i * nb, nb, yi, m, mr);
           }
         }
       }

@@ -543,7 +543,10 @@ const KernelTable* avx2_kernels() {
                                  two_groups<BlockQ4_0x8, avx2::gemm_q4_0x8>,
                                  avx2::gemm_q4_kx8,
                                  avx2::gemm_q5_kx8,
-                                 avx2::gemm_q6_kx8};
+                                 avx2::gemm_q6_kx8,
+                                 two_kgroups<BlockQ4_Kx8, avx2::gemm_q4_kx8>,
+                                 two_kgroups<BlockQ5_Kx8, avx2::gemm_q5_kx8>,
+                                 two_kgroups<BlockQ6_Kx8, avx2::gemm_q6_kx8>};
   const CpuFeatures f = cpu_features();
   return f.avx2 && f.fma && f.f16c && f.os_ymm ? &table : nullptr;
 }
