@@ -3,8 +3,7 @@
 // namespaces, so each gets a copy compiled with its own flags (internal linkage: no ODR trap). The
 // includer supplies DOT, the exact int32 sums of 4 unsigned weight bytes times 4 signed activation bytes
 // per lane (AVX2: maddubs into int16 pairs, flushed to int32 by madd every 4 chunks; VNNI: vpdpbusd), and
-// h2f-free helpers bcast4 and prefetch_ahead; it includes <immintrin.h>, <cstring> and kernels/kernels.h
-// first.
+// the helpers bcast4 and prefetch_ahead; it includes <immintrin.h>, <cstring> and kernels/kernels.h first.
 //
 // Layouts (tensor/quant.h): each 32-byte load holds 4 consecutive values of each of the group's 8 rows, so
 // the int32 lanes are the 8 rows' sums; per block of 32 the scaling is vectorized over the rows. The

@@ -26,7 +26,7 @@ namespace qvl {
 
 struct GgufCheckpoint {
   std::vector<GgufFile> files;                      // the text model, then the mmproj
-  std::vector<std::unique_ptr<uint8_t[]>> owned;    // tensors rebuilt, dequantized or requantized at load
+  std::vector<std::unique_ptr<uint8_t[]>> owned;    // tensors rebuilt or dequantized at load
   std::string config_json;                          // a transformers config.json
   std::string chat_template;                        // tokenizer.chat_template, if the file has one
   SafetensorsModel weights;                         // the tensors under transformers' names

@@ -55,6 +55,10 @@ class Binder {
                              "multiple of 8; columns a multiple of 32), or q4_k, q5_k, q6_k (columns a multiple of 256)");
       QVL_ASSIGN_OR_RETURN(const TensorView* t, get(name, {shape[0], static_cast<int64_t>(row_bytes(type, cols))}));
       if (t->dtype != DType::kU8) return Status::Error("tensor " + name + " is quantized but not stored as U8");
+      // Blocks hold f16 scales, read in place.
+      if (reinterpret_cast<uintptr_t>(t->data) % alignof(BlockQ4_0) != 0)
+        return Status::Error("tensor " + name + ": its quantized blocks start at an odd offset in the file; expected "
+                             "2-byte alignment (as `qvl quantize` and GGUF writers lay them out)");
       return Mat{type, shape[0], cols, t->data, layout};
     }
     QVL_ASSIGN_OR_RETURN(const TensorView* t, get(name, shape));

@@ -4,13 +4,12 @@
 // continuation). --stress multiplies a few channels of every RMSNorm weight, making the large-magnitude
 // activation channels that trained checkpoints have, to show what per-block activation scales buy.
 //
-// GGUF configs measure the file types qvl cannot compute natively: "gguf:q4_k_m" writes the model as a GGUF pair
-// with that text type (qvl quantize --format gguf; vision f32) and loads it in float32 (the K-quant storage
-// error alone); "gguf:q4_k_m@q8_0" loads it as qvl runs such a file by default (its matrices requantized to
-// q8_0 at load).
+// GGUF configs measure llama.cpp's file types: "gguf:q4_k_m" writes the model as a GGUF pair with that text
+// type (qvl quantize --format gguf; vision f32) and runs it as qvl runs such a file: its K-quant matrices
+// through the K-quant GEMM tiles (integer products on 8-bit activations, as for q8_0 and q4_0).
 //
 // usage: qvl_accuracy --model DIR --image FILE [--tokens N] [--threads N] [--stress]
-//                     [--configs text:q4_0,gguf:q6_k,gguf:q4_k_m@q8_0,...]
+//                     [--configs text:q4_0,gguf:q6_k,gguf:q4_k_m,...]
 #include <cmath>
 #include <filesystem>
 #include <cstdio>
@@ -120,14 +119,12 @@ int main(int argc, char** argv) {
     const std::string item = configs_arg.substr(s, e - s);
     Config c{item, {}, ""};
     if (item.rfind("gguf:", 0) == 0) {
-      const size_t at = item.find('@');
-      c.gguf = item.substr(5, at == std::string::npos ? std::string::npos : at - 5);
-      WeightType wt = WeightType::kF32;
-      if (!is_gguf_write_type(c.gguf) || (at != std::string::npos && !weight_type_from_name(item.substr(at + 1), &wt))) {
-        std::fprintf(stderr, "bad config '%s' (gguf:<%s>[@<qvl type>])\n", item.c_str(), gguf_write_type_list());
+      c.gguf = item.substr(5);
+      if (!is_gguf_write_type(c.gguf)) {
+        std::fprintf(stderr, "bad config '%s' (gguf:<%s>)\n", item.c_str(), gguf_write_type_list());
         return 2;
       }
-      c.types = WeightTypes{wt, WeightType::kF32};
+      c.types = WeightTypes{WeightType::kF32, WeightType::kF32};
       configs.push_back(c);
       s = e + 1;
       continue;
