@@ -404,17 +404,22 @@ TEST(Matmul, MatchesAPlainFloatProductForEveryWeightType) {
 
 // ---- K-quant rows ---------------------------------------------------------------------------------------
 
-// Rows of K-quant super-blocks: random bytes (every scale code, Q6_K's -128 included) under a finite
-// f16 scale, or (saturating) every byte 0xFF, which gives the largest values and scales the types have.
-std::vector<uint8_t> kquant_rows(WeightType type, int64_t rows, int64_t k, uint32_t seed, bool all_ones) {
+// Rows of K-quant super-blocks. kRandom: random bytes (every scale code, Q6_K's -128 included) under a
+// finite f16 scale; kAllOnes: every byte 0xFF, the largest values and 6-bit scales and mins the types have
+// (Q6_K: q = 63, scale -1); kMostNegative: Q6_K's largest products, q = 0 (w = -32) under scale -128
+// (other types: as kAllOnes).
+enum class Fill { kRandom, kAllOnes, kMostNegative };
+std::vector<uint8_t> kquant_rows(WeightType type, int64_t rows, int64_t k, uint32_t seed, Fill fill) {
   std::vector<uint8_t> out(rows * row_bytes(type, k));
   std::mt19937 rng(seed);
-  for (auto& b : out) b = all_ones ? 0xFF : static_cast<uint8_t>(rng());
+  const bool q6_extreme = fill == Fill::kMostNegative && type == WeightType::kQ6_K;
+  for (auto& b : out) b = fill == Fill::kRandom ? static_cast<uint8_t>(rng()) : q6_extreme ? 0x00 : 0xFF;
   const size_t bytes = row_bytes(type, kQKK);
   std::uniform_real_distribution<float> u(0.001f, 0.05f);
   for (size_t off = 0; off < out.size(); off += bytes) {
     const uint16_t d = f32_to_f16(u(rng)), dmin = f32_to_f16(u(rng));
     if (type == WeightType::kQ6_K) {
+      if (q6_extreme) std::memset(&out[off + 192], 0x80, 16);
       std::memcpy(&out[off + 208], &d, 2);
     } else {
       std::memcpy(&out[off], &d, 2);
@@ -422,6 +427,13 @@ std::vector<uint8_t> kquant_rows(WeightType type, int64_t rows, int64_t k, uint3
     }
   }
   return out;
+}
+
+// Activations for the K-quant tests: random, or every quantized value +127 or -127 (the integer sums' bounds).
+std::vector<float> kquant_activations(int64_t n, int pattern) {
+  std::vector<float> x = random_floats(static_cast<size_t>(n), 19 + pattern, 5.0f);
+  if (pattern > 0) std::fill(x.begin(), x.end(), pattern % 2 ? 1.0f : -1.0f);
+  return x;
 }
 
 void run_kquant(const KernelTable& t, WeightType type, const void* w, const int8_t* q, const float* d,
@@ -441,16 +453,16 @@ void check_kquant_gemm(WeightType type) {
   const KernelTable& g = generic_kernels();
   for (int64_t ns : {1, 2, 3, 8, 48}) {
     const int64_t k = ns * kQKK, nb = k / kQK;
-    for (int pattern = 0; pattern < 3; ++pattern) {
+    // 0: random blocks and activations; 1, 2: all-0xFF blocks with activations all +127, all -127;
+    // 3, 4: Q6_K's most negative blocks with the same.
+    for (int pattern = 0; pattern < 5; ++pattern) {
       SCOPED_TRACE(std::string(weight_type_name(type)) + " super-blocks " + std::to_string(ns) + " pattern " +
                    std::to_string(pattern));
-      const bool saturate = pattern == 2;
-      const auto rows = kquant_rows(type, 8, k, static_cast<uint32_t>(100 + ns + pattern), saturate);
+      const Fill fill = pattern == 0 ? Fill::kRandom : pattern <= 2 ? Fill::kAllOnes : Fill::kMostNegative;
+      const auto rows = kquant_rows(type, 8, k, static_cast<uint32_t>(100 + ns + pattern), fill);
       std::vector<uint8_t> packed(rows.size());
       const Mat w = interleave8(Mat{type, 8, k, rows.data()}, packed.data());
-      std::vector<float> xf = random_floats(static_cast<size_t>(4 * k), 19 + pattern, 5.0f);
-      if (saturate)
-        for (size_t u = 0; u < xf.size(); ++u) xf[u] = (u / 7) % 2 ? 1.0f : -1.0f;  // every q is +-127
+      const std::vector<float> xf = kquant_activations(4 * k, pattern == 0 ? 0 : 2 - pattern % 2);
       std::vector<int8_t> q(4 * k);
       std::vector<float> d(4 * nb);
       std::vector<int32_t> s(4 * nb);
@@ -489,10 +501,12 @@ TEST(Kernels, KQuantGemmPairsBitIdenticalToGeneric) {
   for (WeightType type : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
     for (int64_t ns : {1, 3}) {
       const int64_t k = ns * kQKK, nb = k / kQK;
-      const auto rows = kquant_rows(type, 16, k, static_cast<uint32_t>(40 + ns), false);
+     for (int pattern = 0; pattern < 5; ++pattern) {
+      const Fill fill = pattern == 0 ? Fill::kRandom : pattern <= 2 ? Fill::kAllOnes : Fill::kMostNegative;
+      const auto rows = kquant_rows(type, 16, k, static_cast<uint32_t>(40 + ns), fill);
       std::vector<uint8_t> packed(rows.size());
       const Mat w = interleave8(Mat{type, 16, k, rows.data()}, packed.data());
-      const auto xf = random_floats(static_cast<size_t>(4 * k), 41, 5.0f);
+      const std::vector<float> xf = kquant_activations(4 * k, pattern == 0 ? 0 : 2 - pattern % 2);
       std::vector<int8_t> q(4 * k);
       std::vector<float> d(4 * nb);
       std::vector<int32_t> s(4 * nb);
@@ -509,9 +523,11 @@ TEST(Kernels, KQuantGemmPairsBitIdenticalToGeneric) {
           if (type == WeightType::kQ5_K) t->gemm_q5_kx16(static_cast<const BlockQ5_Kx8*>(w.group(0)), q.data(), d.data(), s.data(), nb, got, 16, mr);
           if (type == WeightType::kQ6_K) t->gemm_q6_kx16(static_cast<const BlockQ6_Kx8*>(w.group(0)), q.data(), d.data(), s.data(), nb, got, 16, mr);
           for (int i = 0; i < mr * 16; ++i)
-            ASSERT_EQ(want[i], got[i]) << t->name << " " << weight_type_name(type) << " ns " << ns << " mr " << mr << " at " << i;
+            ASSERT_EQ(want[i], got[i]) << t->name << " " << weight_type_name(type) << " ns " << ns << " pattern "
+                                       << pattern << " mr " << mr << " at " << i;
         }
       }
+     }
     }
   }
 }
@@ -524,7 +540,7 @@ TEST(Kernels, GemmQ6_KExactAndBitIdenticalToGeneric) { check_kquant_gemm(WeightT
 TEST(Kernels, KQuantInterleavedBlocksUnpackToTheRowsPacked) {
   for (WeightType type : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
     const int64_t k = 3 * kQKK;
-    const auto rows = kquant_rows(type, 16, k, 31, false);
+    const auto rows = kquant_rows(type, 16, k, 31, Fill::kRandom);
     std::vector<uint8_t> packed(rows.size());
     const Mat w = interleave8(Mat{type, 16, k, rows.data()}, packed.data());
     EXPECT_NE(packed, rows);
@@ -550,7 +566,7 @@ TEST(Kernels, KQuantInterleavedBlocksUnpackToTheRowsPacked) {
 TEST(Kernels, KQuantRowToF32MatchesReference) {
   for (WeightType type : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
     const int64_t k = 3 * kQKK;
-    const auto w = kquant_rows(type, 1, k, 7, false);
+    const auto w = kquant_rows(type, 1, k, 7, Fill::kRandom);
     std::vector<float> want(k), got(k);
     if (type == WeightType::kQ4_K) dequantize_row_q4_k_ref(reinterpret_cast<const BlockQ4_K*>(w.data()), want.data(), k);
     if (type == WeightType::kQ5_K) dequantize_row_q5_k_ref(reinterpret_cast<const BlockQ5_K*>(w.data()), want.data(), k);
@@ -572,7 +588,7 @@ TEST(Matmul, KQuantMatchesAPlainFloatProduct) {
   for (auto [n, m, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 8, 256}, {7, 24, 512}, {133, 40, 1024}, {5, 9, 256}}) {
     const auto x = random_floats(static_cast<size_t>(n * k), 21);
     for (WeightType type : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
-      const auto rows = kquant_rows(type, m, k, 22, false);
+      const auto rows = kquant_rows(type, m, k, 22, Fill::kRandom);
       std::vector<uint8_t> packed(rows.size());
       const Mat plain{type, m, k, rows.data()};
       const Mat w = m % 8 == 0 ? interleave8(plain, packed.data()) : plain;

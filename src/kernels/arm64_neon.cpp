@@ -289,8 +289,9 @@ void gemm_q6_kx8_mr(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, int
             for (int i = 0; i < MR; ++i) part[i][h] = dot_lane(part[i][h], wv, x[i][t / 4], t % 4);
           }
         }
+        const int16x8_t sc16 = vmovl_s8(vld1_s8(blk.scales + 8 * (2 * j + half)));  // the 8 rows' scales
         for (int h = 0; h < 2; ++h) {
-          const int32x4_t sc = vmovl_s16(vget_low_s16(vmovl_s8(vld1_s8(blk.scales + 8 * (2 * j + half) + 4 * h))));
+          const int32x4_t sc = vmovl_s16(h == 0 ? vget_low_s16(sc16) : vget_high_s16(sc16));
           for (int i = 0; i < MR; ++i) sum[i][h] = vmlaq_s32(sum[i][h], part[i][h], sc);
         }
       }

@@ -31,6 +31,7 @@ void Mat::row_to_f32(int64_t r, float* out) const {
 
 Mat interleave8(const Mat& w, void* out) {
   QVL_CHECK(w.layout == Layout::kRows && is_interleavable(w.type) && w.rows % 8 == 0);
+  QVL_CHECK(!is_kquant(w.type) || w.cols % kQKK == 0);
   for (int64_t g = 0; g < w.rows / 8; ++g) {
     uint8_t* dst = static_cast<uint8_t*>(out) + static_cast<size_t>(8 * g) * row_bytes(w.type, w.cols);
     const void* src = w.row(8 * g);
@@ -119,7 +120,7 @@ constexpr int64_t kRowBlock = 128;
 // by the integer GEMM tile.
 void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, int64_t n, const Mat& w, float* y) {
   const int64_t m = w.rows, k = w.cols, nb = k / kQK;
-  QVL_CHECK(k % kQK == 0 && m % 8 == 0);
+  QVL_CHECK(k % kQK == 0 && m % 8 == 0 && (!is_kquant(w.type) || k % kQKK == 0));
   thread_local QuantizedRows xq;
   xq.q.resize(static_cast<size_t>(n * k));
   xq.d.resize(static_cast<size_t>(n * nb));

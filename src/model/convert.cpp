@@ -142,21 +142,22 @@ Status convert_weights(TextW& text, VisionW& vision, const WeightTypes& types, T
   };
   // A matrix already stored quantized (a `qvl quantize` directory, a GGUF) keeps its values: converting it
   // again could only lose precision; its rows are interleaved for the integer GEMM tiles (a K-quant matrix
-  // whose rows are not a multiple of 8 stays in rows: the float path widens it).
-  for (auto& [name, m] : convertible_matrices(text, vision, types.text.has_value(), false)) {
+  // whose rows are not a multiple of 8 stays in rows: the float path widens it). K-quant matrices are
+  // interleaved even in a tower with no type asked for: rows of them have no integer path.
+  for (auto& [name, m] : convertible_matrices(text, vision, true, false)) {
     // A tied LM head shares the embedding table, which is still read (row lookups). Pages of a file mapping
     // may go (they are read again from the file); memory `keep` names (a table built at load) must stay.
     const bool release = keep == nullptr || m->data != keep;
-    if (is_interleavable(m->type)) {
+    if (is_kquant(m->type) || (types.text && is_quantized(m->type))) {
       QVL_ASSIGN_OR_RETURN(*m, interleave_matrix(*m, pool, arena, release));
-    } else if (blockable(*m, *types.text, name)) {
+    } else if (types.text && !is_interleavable(m->type) && blockable(*m, *types.text, name)) {
       QVL_ASSIGN_OR_RETURN(*m, convert_matrix(*m, *types.text, name, pool, arena, release));
     }
   }
-  for (auto& [name, m] : convertible_matrices(text, vision, false, types.vision.has_value())) {
-    if (is_interleavable(m->type)) {
+  for (auto& [name, m] : convertible_matrices(text, vision, false, true)) {
+    if (is_kquant(m->type) || (types.vision && is_quantized(m->type))) {
       QVL_ASSIGN_OR_RETURN(*m, interleave_matrix(*m, pool, arena));
-    } else if (blockable(*m, *types.vision, name)) {
+    } else if (types.vision && !is_interleavable(m->type) && blockable(*m, *types.vision, name)) {
       QVL_ASSIGN_OR_RETURN(*m, convert_matrix(*m, *types.vision, name, pool, arena));
     }
   }

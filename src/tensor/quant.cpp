@@ -151,8 +151,8 @@ void quantize_row_act_ref(const float* x, int64_t cols, int8_t* q, float* d, int
 namespace {
 
 // Q4_K and Q5_K (qh null): ggml's loop, two sub-blocks of 32 per 64 values.
-void dequantize_q45_k(const uint16_t* dd, const uint8_t* scales, const uint8_t* qh, const uint8_t* q, float* y) {
-  const float d = f16_to_f32(dd[0]), dmin = f16_to_f32(dd[1]);
+void dequantize_q45_k(uint16_t d16, uint16_t dmin16, const uint8_t* scales, const uint8_t* qh, const uint8_t* q, float* y) {
+  const float d = f16_to_f32(d16), dmin = f16_to_f32(dmin16);
   int is = 0;
   uint8_t u1 = 1, u2 = 2;
   for (int j = 0; j < kQKK; j += 64) {
@@ -173,11 +173,11 @@ void dequantize_q45_k(const uint16_t* dd, const uint8_t* scales, const uint8_t* 
 }  // namespace
 
 void dequantize_row_q4_k_ref(const BlockQ4_K* in, float* out, int64_t cols) {
-  for (int64_t b = 0; b < cols / kQKK; ++b) dequantize_q45_k(&in[b].d, in[b].scales, nullptr, in[b].qs, out + b * kQKK);
+  for (int64_t b = 0; b < cols / kQKK; ++b) dequantize_q45_k(in[b].d, in[b].dmin, in[b].scales, nullptr, in[b].qs, out + b * kQKK);
 }
 
 void dequantize_row_q5_k_ref(const BlockQ5_K* in, float* out, int64_t cols) {
-  for (int64_t b = 0; b < cols / kQKK; ++b) dequantize_q45_k(&in[b].d, in[b].scales, in[b].qh, in[b].qs, out + b * kQKK);
+  for (int64_t b = 0; b < cols / kQKK; ++b) dequantize_q45_k(in[b].d, in[b].dmin, in[b].scales, in[b].qh, in[b].qs, out + b * kQKK);
 }
 
 void dequantize_row_q6_k_ref(const BlockQ6_K* in, float* out, int64_t cols) {
