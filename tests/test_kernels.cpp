@@ -429,9 +429,12 @@ std::vector<uint8_t> kquant_rows(WeightType type, int64_t rows, int64_t k, uint3
   return out;
 }
 
-// Activations for the K-quant tests: random, or every quantized value +127 or -127 (the integer sums' bounds).
+// The K-quant test patterns: 0, random blocks and activations; 1, 2: all-0xFF blocks with activations all
+// +127, all -127 (the integer sums' bounds); 3, 4: Q6_K's most negative blocks with the same.
+constexpr int kKquantPatterns = 5;
+Fill kquant_fill(int pattern) { return pattern == 0 ? Fill::kRandom : pattern <= 2 ? Fill::kAllOnes : Fill::kMostNegative; }
 std::vector<float> kquant_activations(int64_t n, int pattern) {
-  std::vector<float> x = random_floats(static_cast<size_t>(n), 19 + pattern, 5.0f);
+  std::vector<float> x = random_floats(static_cast<size_t>(n), 19, 5.0f);
   if (pattern > 0) std::fill(x.begin(), x.end(), pattern % 2 ? 1.0f : -1.0f);
   return x;
 }
@@ -453,16 +456,13 @@ void check_kquant_gemm(WeightType type) {
   const KernelTable& g = generic_kernels();
   for (int64_t ns : {1, 2, 3, 8, 48}) {
     const int64_t k = ns * kQKK, nb = k / kQK;
-    // 0: random blocks and activations; 1, 2: all-0xFF blocks with activations all +127, all -127;
-    // 3, 4: Q6_K's most negative blocks with the same.
-    for (int pattern = 0; pattern < 5; ++pattern) {
+    for (int pattern = 0; pattern < kKquantPatterns; ++pattern) {
       SCOPED_TRACE(std::string(weight_type_name(type)) + " super-blocks " + std::to_string(ns) + " pattern " +
                    std::to_string(pattern));
-      const Fill fill = pattern == 0 ? Fill::kRandom : pattern <= 2 ? Fill::kAllOnes : Fill::kMostNegative;
-      const auto rows = kquant_rows(type, 8, k, static_cast<uint32_t>(100 + ns + pattern), fill);
+      const auto rows = kquant_rows(type, 8, k, static_cast<uint32_t>(100 + ns + pattern), kquant_fill(pattern));
       std::vector<uint8_t> packed(rows.size());
       const Mat w = interleave8(Mat{type, 8, k, rows.data()}, packed.data());
-      const std::vector<float> xf = kquant_activations(4 * k, pattern == 0 ? 0 : 2 - pattern % 2);
+      const std::vector<float> xf = kquant_activations(4 * k, pattern);
       std::vector<int8_t> q(4 * k);
       std::vector<float> d(4 * nb);
       std::vector<int32_t> s(4 * nb);
@@ -501,12 +501,11 @@ TEST(Kernels, KQuantGemmPairsBitIdenticalToGeneric) {
   for (WeightType type : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
     for (int64_t ns : {1, 3}) {
       const int64_t k = ns * kQKK, nb = k / kQK;
-     for (int pattern = 0; pattern < 5; ++pattern) {
-      const Fill fill = pattern == 0 ? Fill::kRandom : pattern <= 2 ? Fill::kAllOnes : Fill::kMostNegative;
-      const auto rows = kquant_rows(type, 16, k, static_cast<uint32_t>(40 + ns), fill);
+     for (int pattern = 0; pattern < kKquantPatterns; ++pattern) {
+      const auto rows = kquant_rows(type, 16, k, static_cast<uint32_t>(40 + ns), kquant_fill(pattern));
       std::vector<uint8_t> packed(rows.size());
       const Mat w = interleave8(Mat{type, 16, k, rows.data()}, packed.data());
-      const std::vector<float> xf = kquant_activations(4 * k, pattern == 0 ? 0 : 2 - pattern % 2);
+      const std::vector<float> xf = kquant_activations(4 * k, pattern);
       std::vector<int8_t> q(4 * k);
       std::vector<float> d(4 * nb);
       std::vector<int32_t> s(4 * nb);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <cstdint>
@@ -94,6 +95,18 @@ void two_groups(const Block* w, const int8_t* xq, const float* xd, const int32_t
                 int64_t ldy, int mr) {
   Tile(w, xq, xd, xsum, nb, y, ldy, mr);
   Tile(w + nb, xq, xd, xsum, nb, y + 8, ldy, mr);
+}
+
+// Calls f(std::integral_constant<int, MR>{}) for mr = 1, 2, 3 and 4 (and larger): a tile's activation row
+// count as a template argument.
+template <class F>
+inline void with_rows(int mr, F&& f) {
+  switch (mr) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    default: return f(std::integral_constant<int, 4>{});
+  }
 }
 
 // gemm_q*_kx16 for tables without 512-bit registers: the one-group tile on each of the two groups (a group

@@ -84,16 +84,11 @@ void row_to_f32(WeightType type, const void* row, float* out, int64_t cols) {
       }
       return;
     }
-    // K-quants: read by rows only for the token embedding; the reference (compiled generically elsewhere).
+    // K-quants: read by rows only for the token embedding, as the generic table reads them.
     case WeightType::kQ4_K:
-      dequantize_row_q4_k_ref(static_cast<const BlockQ4_K*>(row), out, cols);
-      return;
     case WeightType::kQ5_K:
-      dequantize_row_q5_k_ref(static_cast<const BlockQ5_K*>(row), out, cols);
-      return;
     case WeightType::kQ6_K:
-      dequantize_row_q6_k_ref(static_cast<const BlockQ6_K*>(row), out, cols);
-      return;
+      return generic_kernels().row_to_f32(type, row, out, cols);
   }
 }
 

@@ -372,27 +372,12 @@ void gemm_q6_kx16_mr(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, in
 
 void gemm_q4_kx16(const BlockQ4_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
                   int64_t ldy, int mr) {
-  switch (mr) {
-    case 1: return gemm_q45_kx16_mr<false, 1>(w, xq, xd, xsum, nb, y, ldy);
-    case 2: return gemm_q45_kx16_mr<false, 2>(w, xq, xd, xsum, nb, y, ldy);
-    case 3: return gemm_q45_kx16_mr<false, 3>(w, xq, xd, xsum, nb, y, ldy);
-    default: return gemm_q45_kx16_mr<false, 4>(w, xq, xd, xsum, nb, y, ldy);
-  }
+  with_rows(mr, [&](auto rows) { gemm_q45_kx16_mr<false, decltype(rows)::value>(w, xq, xd, xsum, nb, y, ldy); });
 }
 
 void gemm_q5_kx16(const BlockQ5_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
                   int64_t ldy, int mr) {
-  switch (mr) {
-    case 1: return gemm_q45_kx16_mr<true, 1>(w, xq, xd, xsum, nb, y, ldy);
-    case 2: return gemm_q45_kx16_mr<true, 2>(w, xq, xd, xsum, nb, y, ldy);
-    case 3: return gemm_q45_kx16_mr<true, 3>(w, xq, xd, xsum, nb, y, ldy);
-    default: return gemm_q45_kx16_mr<true, 4>(w, xq, xd, xsum, nb, y, ldy);
-  }
-}
-
-void gemm_q6_kx8_256_one(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
-                         float* y, int64_t ldy, int mr) {
-  gemm_q6_kx8_256(w, xq, xd, xsum, nb, y, ldy, mr);
+  with_rows(mr, [&](auto rows) { gemm_q45_kx16_mr<true, decltype(rows)::value>(w, xq, xd, xsum, nb, y, ldy); });
 }
 
 void gemm_q6_kx16(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
@@ -400,7 +385,7 @@ void gemm_q6_kx16(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const
   switch (mr) {
     // One activation row (decode): the 256-bit tile on each group reads a Q6_K LM head faster (7.3 against
     // 9.3 ms for 151936 x 2048), the per-group sum(w) not being shared by other rows.
-    case 1: return two_kgroups<BlockQ6_Kx8, gemm_q6_kx8_256_one>(w, xq, xd, xsum, nb, y, ldy, 1);
+    case 1: return two_kgroups<BlockQ6_Kx8, gemm_q6_kx8_256>(w, xq, xd, xsum, nb, y, ldy, 1);
     case 2: return gemm_q6_kx16_mr<2>(w, xq, xd, nb, y, ldy);
     case 3: return gemm_q6_kx16_mr<3>(w, xq, xd, nb, y, ldy);
     default: return gemm_q6_kx16_mr<4>(w, xq, xd, nb, y, ldy);

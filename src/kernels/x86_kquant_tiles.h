@@ -127,32 +127,17 @@ void gemm_q6_kx8_mr(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, int
 template <class DOT>
 void gemm_q4_kx8_t(const BlockQ4_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
                    int64_t ldy, int mr) {
-  switch (mr) {
-    case 1: return gemm_q45_kx8_mr<DOT, false, 1>(w, xq, xd, xsum, nb, y, ldy);
-    case 2: return gemm_q45_kx8_mr<DOT, false, 2>(w, xq, xd, xsum, nb, y, ldy);
-    case 3: return gemm_q45_kx8_mr<DOT, false, 3>(w, xq, xd, xsum, nb, y, ldy);
-    default: return gemm_q45_kx8_mr<DOT, false, 4>(w, xq, xd, xsum, nb, y, ldy);
-  }
+  with_rows(mr, [&](auto rows) { gemm_q45_kx8_mr<DOT, false, decltype(rows)::value>(w, xq, xd, xsum, nb, y, ldy); });
 }
 
 template <class DOT>
 void gemm_q5_kx8_t(const BlockQ5_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
                    int64_t ldy, int mr) {
-  switch (mr) {
-    case 1: return gemm_q45_kx8_mr<DOT, true, 1>(w, xq, xd, xsum, nb, y, ldy);
-    case 2: return gemm_q45_kx8_mr<DOT, true, 2>(w, xq, xd, xsum, nb, y, ldy);
-    case 3: return gemm_q45_kx8_mr<DOT, true, 3>(w, xq, xd, xsum, nb, y, ldy);
-    default: return gemm_q45_kx8_mr<DOT, true, 4>(w, xq, xd, xsum, nb, y, ldy);
-  }
+  with_rows(mr, [&](auto rows) { gemm_q45_kx8_mr<DOT, true, decltype(rows)::value>(w, xq, xd, xsum, nb, y, ldy); });
 }
 
 inline void gemm_q6_kx8_256(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
                             float* y, int64_t ldy, int mr) {
   (void)xsum;
-  switch (mr) {
-    case 1: return gemm_q6_kx8_mr<1>(w, xq, xd, nb, y, ldy);
-    case 2: return gemm_q6_kx8_mr<2>(w, xq, xd, nb, y, ldy);
-    case 3: return gemm_q6_kx8_mr<3>(w, xq, xd, nb, y, ldy);
-    default: return gemm_q6_kx8_mr<4>(w, xq, xd, nb, y, ldy);
-  }
+  with_rows(mr, [&](auto rows) { gemm_q6_kx8_mr<decltype(rows)::value>(w, xq, xd, nb, y, ldy); });
 }

@@ -142,9 +142,9 @@ Status Model::bind(const std::string& dir, const WeightTypes& types, int threads
   auto text = bind_text_weights(m->weights_, m->config_.text);
   if (!text.ok()) return text.status().with_context(dir);
   m->text_ = std::move(text).value();
-  bool kquant = false;
-  for (const auto& [name, mat] : convertible_matrices()) kquant = kquant || is_kquant(mat->type);
-  if (types.text || types.vision || kquant) {
+  {
+    // With no type asked for, convert_weights still interleaves K-quant matrices (rows of them have no
+    // integer path).
     ThreadPool pool(threads > 0 ? threads : default_threads());
     // A GGUF embedding expanded at load lives in memory the checkpoint owns, not in a file mapping.
     const void* keep = nullptr;
