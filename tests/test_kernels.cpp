@@ -35,16 +35,19 @@ std::vector<const KernelTable*> simd_tables() {
   if (avx2_kernels()) t.push_back(avx2_kernels());
   if (avxvnni_kernels()) t.push_back(avxvnni_kernels());
   if (avx512vnni_kernels()) t.push_back(avx512vnni_kernels());
+  if (amx_kernels()) t.push_back(amx_kernels());
   return t;
 }
 
 TEST(Kernels, DispatchPicksAvailableTable) {
   const KernelTable& k = kernels();
   const std::string name = k.name;
-  EXPECT_TRUE(name == "generic" || name == "neon" || name == "avx2" || name == "avxvnni" || name == "avx512vnni") << name;
+  EXPECT_TRUE(name == "generic" || name == "neon" || name == "avx2" || name == "avxvnni" || name == "avx512vnni" ||
+              name == "amx") << name;
   // The best table the machine runs, unless QVL_ISA forces one.
   if (!std::getenv("QVL_ISA")) {
-    const KernelTable* best = avx512vnni_kernels()  ? avx512vnni_kernels()
+    const KernelTable* best = amx_kernels()         ? amx_kernels()
+                              : avx512vnni_kernels() ? avx512vnni_kernels()
                               : avxvnni_kernels()   ? avxvnni_kernels()
                               : avx2_kernels()      ? avx2_kernels()
                               : neon_kernels()      ? neon_kernels()

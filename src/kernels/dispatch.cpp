@@ -12,6 +12,8 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #elif defined(__aarch64__)
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
@@ -101,6 +103,50 @@ const KernelTable* avx512vnni_kernels() {
   return &table;
 }
 
+namespace amx {  // x86_amx.cpp
+void gemm_q8_0_panel(const BlockQ8_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                     int64_t nb, int64_t n, float* y, int64_t ldy);
+void gemm_q4_0_panel(const BlockQ4_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                     int64_t nb, int64_t n, float* y, int64_t ldy);
+void gemm_q8_0_panel_emulated(const BlockQ8_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                              int64_t nb, int64_t n, float* y, int64_t ldy);
+void gemm_q4_0_panel_emulated(const BlockQ4_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                              int64_t nb, int64_t n, float* y, int64_t ldy);
+bool panels_match_reference();
+}  // namespace amx
+
+const KernelTable* amx_kernels() {
+  const KernelTable* base = avx512vnni_kernels();
+  const CpuFeatures f = cpu_features();
+  if (!base || !(f.amx_tile && f.amx_int8 && f.os_amx && f.amx_palette && f.amx_permitted)) return nullptr;
+  static const KernelTable* table = [base]() -> const KernelTable* {
+    static KernelTable t = *base;
+    t.name = "amx";
+    t.gemm_q8_0_panel = amx::gemm_q8_0_panel;
+    t.gemm_q4_0_panel = amx::gemm_q4_0_panel;
+    // Tile code that no test here could run is checked where it runs, once, before it is trusted.
+    if (!amx::panels_match_reference()) {
+      std::fprintf(stderr, "qvl: the AMX panel GEMMs disagree with their reference on this machine; not using them\n");
+      return nullptr;
+    }
+    return &t;
+  }();
+  return table;
+}
+
+const KernelTable* amx_emulated_kernels() {
+  const KernelTable* base = avx512vnni_kernels();
+  if (!base) return nullptr;
+  static const KernelTable table = [base] {
+    KernelTable t = *base;
+    t.name = "amx-emulated";
+    t.gemm_q8_0_panel = amx::gemm_q8_0_panel_emulated;
+    t.gemm_q4_0_panel = amx::gemm_q4_0_panel_emulated;
+    return t;
+  }();
+  return &table;
+}
+
 const KernelTable* neon_kernels() { return nullptr; }
 
 #elif defined(__aarch64__)
@@ -143,12 +189,21 @@ const KernelTable* neon_kernels() {
 const KernelTable* avx2_kernels() { return nullptr; }
 const KernelTable* avxvnni_kernels() { return nullptr; }
 const KernelTable* avx512vnni_kernels() { return nullptr; }
+const KernelTable* amx_kernels() { return nullptr; }
+const KernelTable* amx_emulated_kernels() { return nullptr; }
 
 #else
 const KernelTable* neon_kernels() { return nullptr; }
 const KernelTable* avx2_kernels() { return nullptr; }
 const KernelTable* avxvnni_kernels() { return nullptr; }
 const KernelTable* avx512vnni_kernels() { return nullptr; }
+const KernelTable* amx_kernels() { return nullptr; }
+const KernelTable* amx_emulated_kernels() { return nullptr; }
+#endif
+
+#if defined(__x86_64__)
+constexpr long kArchReqXcompPerm = 0x1023;  // asm/prctl.h ARCH_REQ_XCOMP_PERM
+constexpr long kXfeatureXtileData = 18;     // the XSAVE component of the tile data
 #endif
 
 CpuFeatures cpu_features() {
@@ -173,6 +228,24 @@ CpuFeatures cpu_features() {
     f.avx512vnni = c & (1u << 11);
   }
   if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = a & (1u << 4);
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    f.amx_tile = d & (1u << 24);
+    f.amx_int8 = d & (1u << 25);
+  }
+  if (osxsave) {
+    unsigned lo, hi;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    f.os_amx = (lo & (3u << 17)) == (3u << 17);  // XTILECFG and XTILEDATA
+  }
+  // Palette 1: bytes_per_row (EBX 15:0), max_names (EBX 31:16), max_rows (ECX 15:0).
+  if (f.amx_tile && __get_cpuid_max(0, nullptr) >= 0x1D && __get_cpuid_count(0x1D, 1, &a, &b, &c, &d))
+    f.amx_palette = (b & 0xFFFF) >= 64 && (b >> 16) >= 8 && (c & 0xFFFF) >= 16;
+  if (f.amx_tile && f.os_amx) {
+    // Linux 5.16+ hands out the tile data state per process on request; without it a tile instruction
+    // faults. Asked once: the answer does not change.
+    static const bool permitted = syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtileData) == 0;
+    f.amx_permitted = permitted;
+  }
 #elif defined(__aarch64__)
   const unsigned long hw = getauxval(AT_HWCAP);
   f.asimd = hw & HWCAP_ASIMD;
@@ -199,6 +272,17 @@ const Need kAvx512VnniNeeds[] = {{"AVX512F", &CpuFeatures::avx512f},
                                  {"AVX512VL", &CpuFeatures::avx512vl},
                                  {"AVX512_VNNI", &CpuFeatures::avx512vnni},
                                  {"OS-saved ZMM and opmask state (XCR0)", &CpuFeatures::os_zmm}};
+const Need kAmxNeeds[] = {{"AVX512F", &CpuFeatures::avx512f},
+                          {"AVX512BW", &CpuFeatures::avx512bw},
+                          {"AVX512VL", &CpuFeatures::avx512vl},
+                          {"AVX512_VNNI", &CpuFeatures::avx512vnni},
+                          {"OS-saved ZMM and opmask state (XCR0)", &CpuFeatures::os_zmm},
+                          {"AMX-TILE", &CpuFeatures::amx_tile},
+                          {"AMX-INT8", &CpuFeatures::amx_int8},
+                          {"OS-saved tile state (XCR0 XTILECFG, XTILEDATA)", &CpuFeatures::os_amx},
+                          {"tile palette 1 of 8 tiles x 16 rows x 64 bytes (CPUID 0x1D)", &CpuFeatures::amx_palette},
+                          {"the kernel's permission to use the tiles (arch_prctl ARCH_REQ_XCOMP_PERM, Linux 5.16+)",
+                           &CpuFeatures::amx_permitted}};
 
 // The tables from the least to the most preferred within an architecture: each x86 table needs the AVX2
 // set and its own.
@@ -218,6 +302,7 @@ const TableSpec kSpecs[] = {
     {"avx2", Arch::kX86, avx2_kernels, nullptr, 0, true},
     {"avxvnni", Arch::kX86, avxvnni_kernels, kAvxVnniNeeds, std::size(kAvxVnniNeeds), true},
     {"avx512vnni", Arch::kX86, avx512vnni_kernels, kAvx512VnniNeeds, std::size(kAvx512VnniNeeds), true},
+    {"amx", Arch::kX86, amx_kernels, kAmxNeeds, std::size(kAmxNeeds), true},
 };
 
 std::vector<const Need*> needs_of(const TableSpec& t) {
@@ -248,6 +333,14 @@ std::vector<std::string> missing(const TableSpec& t, const CpuFeatures& f) {
   return m;
 }
 
+// Why a table the machine cannot run is refused: "lacks AVX_VNNI", or where it has everything the table
+// needs, the table's own start-up check failed (the AMX panels against their slow twins).
+std::string why_not(const TableSpec& t, const CpuFeatures& f) {
+  const std::vector<std::string> m = missing(t, f);
+  if (m.empty()) return "its kernels failed their start-up check against the generic ones";
+  return "lacks " + joined(m);
+}
+
 struct Choice {
   const KernelTable* table;
   std::string reason;
@@ -267,7 +360,7 @@ const Choice& choice() {
     const Arch here = Arch::kX86;
 #endif
     for (size_t i = best + 1; i < std::size(kSpecs); ++i)
-      if (kSpecs[i].arch == here) why += std::string("; ") + kSpecs[i].name + " not: lacks " + joined(missing(kSpecs[i], f));
+      if (kSpecs[i].arch == here) why += std::string("; ") + kSpecs[i].name + " not: " + why_not(kSpecs[i], f);
     const KernelTable* table = kSpecs[best].make();
     const char* want = std::getenv("QVL_ISA");
     if (want && *want) {
@@ -302,7 +395,7 @@ Status check_isa_request() {
     // Whether a table runs is the table's own decision (make() returns null); the needs only explain it.
     if (t.make()) return Status::Ok();
     return Status::Error(std::string("QVL_ISA=") + want + ": this machine cannot run the " + want + " kernels: they need " +
-                         needs_text(t) + ", and it lacks " + joined(missing(t, cpu_features())) +
+                         needs_text(t) + ", and it " + why_not(t, cpu_features()) +
                          "; unset QVL_ISA for the best table it runs");
   }
   return Status::Error(std::string("QVL_ISA='") + want + "' names no kernel table: expected " + joined(names));

@@ -1,6 +1,6 @@
 // The table of compute kernels, chosen once at start-up for the best instruction set the CPU and OS
 // support (x86-64: CPUID + XGETBV; ARM64: HWCAP), overridable with
-// QVL_ISA=generic|neon|avx2|avxvnni|avx512vnni for tests and comparisons. Every entry of every table has a
+// QVL_ISA=generic|neon|avx2|avxvnni|avx512vnni|amx for tests and comparisons. Every entry of every table has a
 // scalar twin in generic.cpp that defines what it must compute.
 #pragma once
 
@@ -87,7 +87,23 @@ struct KernelTable {
                        float* y, int64_t ldy, int mr);
   void (*gemm_q6_kx16)(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
                        float* y, int64_t ldy, int mr);
+
+  // Panel GEMMs for many activation rows: y[i * ldy + c] for every i < n and c < 8 * ngroups (ngroups 1
+  // or 2: the groups w and w + nb), the tiles' arithmetic and bit-identical to them (their slow twins:
+  // gemm_q*_0_panel_ref). Null in tables without them: the driver runs the tiles 4 rows at a time. Only
+  // the AMX table has them; they pay a fixed cost per call (the weights staged in tile layout), so the
+  // driver uses them from kPanelMinRows rows.
+  void (*gemm_q8_0_panel)(const BlockQ8_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                          int64_t nb, int64_t n, float* y, int64_t ldy);
+  void (*gemm_q4_0_panel)(const BlockQ4_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                          int64_t nb, int64_t n, float* y, int64_t ldy);
 };
+
+// The panels' slow twins: the generic tiles on 4 rows at a time.
+void gemm_q8_0_panel_ref(const BlockQ8_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                         int64_t nb, int64_t n, float* y, int64_t ldy);
+void gemm_q4_0_panel_ref(const BlockQ4_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                         int64_t nb, int64_t n, float* y, int64_t ldy);
 
 // gemm_q*_0x16 for tables without 512-bit registers: the one-group tile on each of the two groups.
 template <class Block, void (*Tile)(const Block*, const int8_t*, const float*, const int32_t*, int64_t, float*, int64_t, int)>
@@ -130,6 +146,15 @@ const KernelTable* avxvnni_kernels();
 // VL/VNNI or the OS's AVX-512 state.
 const KernelTable* avx512vnni_kernels();
 
+// The AVX-512 VNNI table with AMX panel GEMMs (TDPBSSD on 16 x 16 tiles); null without AVX-512 VNNI,
+// AMX-TILE and AMX-INT8, the OS's tile state, palette 1's 8 tiles of 16 x 64 bytes, the kernel's
+// permission to use them (asked for once, ARCH_REQ_XCOMP_PERM), or when its panels, run once on random
+// blocks, disagree with their slow twins.
+const KernelTable* amx_kernels();
+// Tests: the AMX table with the tile instructions emulated (kernels/amx_tiles.h), the same kernel code on
+// machines without AMX; null without the AVX-512 VNNI table.
+const KernelTable* amx_emulated_kernels();
+
 // The table in use: the best available, or the one QVL_ISA names (an unavailable one: check_isa_request()
 // refuses it at start-up; a library user that skips the check gets the best table and a warning).
 const KernelTable& kernels();
@@ -138,7 +163,7 @@ const KernelTable& kernels();
 // YMM registers; avx512vnni not: CPUID lacks AVX512F, AVX512VL, AVX512_VNNI" or "generic: QVL_ISA=generic".
 const std::string& kernels_reason();
 
-// QVL_ISA checked: Ok when unset or naming a table this CPU and OS can run (generic, neon, avx2, avxvnni, avx512vnni); else
+// QVL_ISA checked: Ok when unset or naming a table this CPU and OS can run (generic, neon, avx2, avxvnni, avx512vnni, amx); else
 // what is wrong (an unknown name, or the table, what it needs and which of it this machine lacks). Every qvl
 // command checks it before any work, so a forced table is never silently replaced.
 Status check_isa_request();
@@ -148,6 +173,10 @@ struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false, avxvnni = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512vnni = false;
   bool os_ymm = false, os_zmm = false;
+  bool amx_tile = false, amx_int8 = false;
+  bool os_amx = false;       // XCR0: the OS saves the tile configuration and data (XTILECFG, XTILEDATA)
+  bool amx_palette = false;  // CPUID 0x1D: palette 1 has 8 tiles of 16 rows x 64 bytes
+  bool amx_permitted = false;  // Linux granted this process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM)
   bool asimd = false, asimddp = false;  // ARM64: NEON and its dot-product extension (sdot)
 };
 CpuFeatures cpu_features();

@@ -115,6 +115,10 @@ struct QuantizedRows {
 // 256 measured slower on the vision and prefill shapes, bench_kernels).
 constexpr int64_t kRowBlock = 128;
 
+// Fewer activation rows than this (decode, small batches) stay on the tiles, which are bound by reading
+// the weights, not by multiplies: a panel call stages its weights first and computes in 16-row tiles.
+constexpr int64_t kPanelMinRows = 16;
+
 // Interleaved quantized weights: the threads take chunks of 8-row groups as they come free; for each block
 // of activation rows, each pair of groups (or a last single one) is dotted with 4 activation rows at a time
 // by the integer GEMM tile.
@@ -134,12 +138,23 @@ void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, 
   // Chunks of groups handed out dynamically: about 8 per thread, an even 2 to 16 groups (16-128 rows) each.
   const int64_t groups = m / 8;
   const int64_t chunk = std::clamp<int64_t>(groups / (8 * pool.size()) / 2 * 2, 2, 16);
+  // A table with panel GEMMs (AMX) takes every row block of a pair of groups in one call.
+  const auto panel = w.type == WeightType::kQ8_0 ? K.gemm_q8_0_panel : nullptr;
+  const auto panel4 = w.type == WeightType::kQ4_0 ? K.gemm_q4_0_panel : nullptr;
+  const bool use_panel = n >= kPanelMinRows && (panel || panel4);
   pool.parallel_for_dynamic(groups, chunk, [&](int, int64_t g0, int64_t g1) {
     for (int64_t r0 = 0; r0 < n; r0 += kRowBlock) {
       const int64_t r1 = std::min(n, r0 + kRowBlock);
       // Pairs of groups (16 columns, one 512-bit register per row where the table has them), then a single.
       for (int64_t g = g0; g < g1; g += 2) {
         const bool pair = g + 1 < g1;
+        if (use_panel) {
+          float* yr = y + r0 * m + 8 * g;
+          const int8_t* qr = q + r0 * k;
+          if (panel) panel(static_cast<const BlockQ8_0x8*>(w.group(g)), pair ? 2 : 1, qr, d + r0 * nb, s + r0 * nb, nb, r1 - r0, yr, m);
+          else panel4(static_cast<const BlockQ4_0x8*>(w.group(g)), pair ? 2 : 1, qr, d + r0 * nb, s + r0 * nb, nb, r1 - r0, yr, m);
+          continue;
+        }
         for (int64_t i = r0; i < r1; i += 4) {
           const int mr = static_cast<int>(std::min<int64_t>(4, r1 - i));
           float* yi = y + i * m + 8 * g;
@@ -170,10 +185,14 @@ void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, 
 }  // namespace
 
 void matmul(ThreadPool& pool, const float* x, int64_t n, const Mat& w, const float* bias, float* y) {
+  matmul_with(kernels(), pool, x, n, w, bias, y);
+}
+
+void matmul_with(const KernelTable& K, ThreadPool& pool, const float* x, int64_t n, const Mat& w, const float* bias,
+                 float* y) {
   const int64_t m = w.rows;
   QVL_CHECK(w.data != nullptr && m > 0 && w.cols > 0 && n >= 0);
   if (n == 0) return;
-  const KernelTable& K = kernels();
   // Interleaved quantized weights (what the loader makes of every quantized matrix with rows % 8 == 0):
   // integer GEMM for any number of rows. Row-ordered quantized weights (other shapes): integer dots for a
   // few rows, else the blocks are widened to float32 once per block of weight rows for the float tiles.

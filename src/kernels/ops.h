@@ -42,6 +42,10 @@ struct Mat {
 // are widened to float32 a block of rows at a time; with interleaved quantized weights the activations are
 // quantized per block of 32 values (quantize_row_act_ref) and every product is an integer GEMM.
 void matmul(ThreadPool& pool, const float* x, int64_t n, const Mat& w, const float* bias, float* y);
+// The same on a given kernel table instead of the one in use (tests run the driver on every table).
+struct KernelTable;
+void matmul_with(const KernelTable& K, ThreadPool& pool, const float* x, int64_t n, const Mat& w, const float* bias,
+                 float* y);
 
 // Interleaves a row-ordered quantized matrix (rows % 8 == 0) into `out` (w.bytes() bytes); the result
 // views `out`.

@@ -1,0 +1,148 @@
+// The AMX tile instructions the AMX table uses, twice: on the hardware (AmxHardware, x86_amx.cpp only,
+// which is compiled with -mamx-tile -mamx-int8) and in software (AmxEmulator, plain C++), each a class of
+// static functions with the tile numbers as template arguments (the instructions take them as
+// immediates). The AMX kernels are templates over the class, so the code that runs on Sapphire Rapids is
+// the code the tests run here through the emulator, which reads and writes exactly the bytes the
+// instructions would and refuses (throws std::logic_error) what the hardware faults on: a bad tile
+// configuration (LDTILECFG's #GP), tiles used unconfigured or with shapes that do not fit (#UD).
+//
+// Palette 1 (Intel SDM vol. 1 ch. 18, ISE ch. 3): 8 tiles tmm0-7 of up to 16 rows x 64 bytes; the
+// configuration and the tiles are per-thread state.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace qvl {
+
+// LDTILECFG's 64-byte operand.
+struct alignas(64) TileConfig {
+  uint8_t palette_id = 0;  // 1: 8 tiles of up to 16 x 64 bytes
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};  // bytes per row, per tile
+  uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64, "LDTILECFG reads 64 bytes");
+
+constexpr int kAmxTiles = 8, kAmxMaxRows = 16, kAmxMaxColsb = 64;
+
+class AmxEmulator {
+ public:
+  // LDTILECFG: #GP where the palette is not 0 or 1, start_row or a reserved byte is not 0, a tile has
+  // more than 16 rows or 64 bytes per row, rows without bytes or bytes without rows, or a tile beyond
+  // tmm7 is configured. Palette 0 returns the tiles to the init state (as TILERELEASE).
+  static void configure(const TileConfig& c) {
+    State& s = state();
+    if (c.palette_id > 1) fault("ldtilecfg", "palette " + std::to_string(c.palette_id) + "; expected 0 or 1");
+    if (c.palette_id == 0) {
+      release();
+      return;
+    }
+    if (c.start_row != 0) fault("ldtilecfg", "start_row " + std::to_string(c.start_row) + "; expected 0");
+    for (uint8_t r : c.reserved)
+      if (r) fault("ldtilecfg", "a non-zero reserved byte");
+    for (int t = 0; t < 16; ++t) {
+      const std::string tile = "tmm" + std::to_string(t);
+      if (t >= kAmxTiles && (c.rows[t] || c.colsb[t])) fault("ldtilecfg", tile + " configured; palette 1 has 8 tiles");
+      if (c.rows[t] > kAmxMaxRows) fault("ldtilecfg", tile + " has " + std::to_string(c.rows[t]) + " rows; at most 16");
+      if (c.colsb[t] > kAmxMaxColsb)
+        fault("ldtilecfg", tile + " has " + std::to_string(c.colsb[t]) + " bytes per row; at most 64");
+      if ((c.rows[t] == 0) != (c.colsb[t] == 0)) fault("ldtilecfg", tile + " has rows without bytes or bytes without rows");
+    }
+    s.cfg = c;
+    s.configured = true;
+    std::memset(s.tile, 0, sizeof(s.tile));
+  }
+
+  // TILERELEASE: back to the init state; every tile instruction but LDTILECFG faults until the next one.
+  static void release() {
+    State& s = state();
+    s.configured = false;
+    s.cfg = TileConfig{};
+    std::memset(s.tile, 0, sizeof(s.tile));
+  }
+
+  // TILELOADD: row r of tile T from p + r * stride (colsb bytes); the rest of the tile zeroed.
+  template <int T>
+  static void load(const void* p, int64_t stride) {
+    static_assert(T >= 0 && T < kAmxTiles);
+    State& s = state();
+    need(s, T, "tileloadd");
+    std::memset(s.tile[T], 0, sizeof(s.tile[T]));
+    for (int r = 0; r < s.cfg.rows[T]; ++r)
+      std::memcpy(s.tile[T][r], static_cast<const uint8_t*>(p) + r * stride, s.cfg.colsb[T]);
+  }
+
+  // TILESTORED: row r of tile T to p + r * stride (colsb bytes).
+  template <int T>
+  static void store(void* p, int64_t stride) {
+    static_assert(T >= 0 && T < kAmxTiles);
+    State& s = state();
+    need(s, T, "tilestored");
+    for (int r = 0; r < s.cfg.rows[T]; ++r) std::memcpy(static_cast<uint8_t*>(p) + r * stride, s.tile[T][r], s.cfg.colsb[T]);
+  }
+
+  // TILEZERO.
+  template <int T>
+  static void zero() {
+    static_assert(T >= 0 && T < kAmxTiles);
+    State& s = state();
+    need(s, T, "tilezero");
+    std::memset(s.tile[T], 0, sizeof(s.tile[T]));
+  }
+
+  // TDPBSSD C += A · B on signed bytes: C[m][n] += sum over k < A.colsb / 4 and j < 4 of A[m][4k + j] *
+  // B[k][4n + j], int32 wrapping. #UD unless the three tiles differ, are configured, and A.rows == C.rows,
+  // A.colsb == 4 B.rows, B.colsb == C.colsb.
+  template <int C, int A, int B>
+  static void dpbssd() {
+    static_assert(C >= 0 && C < kAmxTiles && A >= 0 && A < kAmxTiles && B >= 0 && B < kAmxTiles);
+    static_assert(C != A && C != B && A != B, "tdpbssd: the three tiles must differ");
+    State& s = state();
+    need(s, C, "tdpbssd");
+    need(s, A, "tdpbssd");
+    need(s, B, "tdpbssd");
+    const TileConfig& g = s.cfg;
+    if (g.rows[A] != g.rows[C])
+      fault("tdpbssd", "A has " + std::to_string(g.rows[A]) + " rows, C " + std::to_string(g.rows[C]) + "; expected equal");
+    if (g.colsb[A] != 4 * g.rows[B])
+      fault("tdpbssd", "A has " + std::to_string(g.colsb[A]) + " bytes per row; expected 4 x B's " +
+                           std::to_string(g.rows[B]) + " rows");
+    if (g.colsb[B] != g.colsb[C])
+      fault("tdpbssd", "B has " + std::to_string(g.colsb[B]) + " bytes per row, C " + std::to_string(g.colsb[C]) +
+                           "; expected equal");
+    for (int m = 0; m < g.rows[C]; ++m)
+      for (int n = 0; n < g.colsb[C] / 4; ++n) {
+        uint32_t acc;
+        std::memcpy(&acc, &s.tile[C][m][4 * n], 4);
+        for (int k = 0; k < g.colsb[A] / 4; ++k)
+          for (int j = 0; j < 4; ++j)
+            acc += static_cast<uint32_t>(int32_t{static_cast<int8_t>(s.tile[A][m][4 * k + j])} *
+                                         int32_t{static_cast<int8_t>(s.tile[B][k][4 * n + j])});
+        std::memcpy(&s.tile[C][m][4 * n], &acc, 4);
+      }
+  }
+
+ private:
+  struct State {
+    bool configured = false;
+    TileConfig cfg;
+    uint8_t tile[kAmxTiles][kAmxMaxRows][kAmxMaxColsb] = {};
+  };
+  static State& state() {
+    thread_local State s;
+    return s;
+  }
+  static void need(const State& s, int t, const char* insn) {
+    if (!s.configured) fault(insn, "the tiles are not configured (no LDTILECFG since the last TILERELEASE)");
+    if (s.cfg.rows[t] == 0) fault(insn, "tmm" + std::to_string(t) + " is not configured");
+  }
+  [[noreturn]] static void fault(const char* insn, const std::string& what) {
+    throw std::logic_error(std::string("AMX emulation: ") + insn + ": " + what);
+  }
+};
+
+}  // namespace qvl
