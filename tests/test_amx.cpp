@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <thread>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/amx_tiles.h"
@@ -26,25 +27,27 @@ std::vector<const KernelTable*> panel_tables() {
   return t;
 }
 
-// Random blocks in interleaved layout: every byte value, so every q8_0 value (-128 included) and nibble.
-struct Weights {
-  std::vector<BlockQ8_0x8> q8;
-  std::vector<BlockQ4_0x8> q4;
-};
-Weights random_weights(int64_t blocks, uint32_t seed) {
+// Random blocks (interleaved or rows): every byte value, so every q8_0 value (-128 included), nibble and
+// K-quant scale code, with valid f16 scales.
+void set_f16(uint16_t& h, std::mt19937& rng) { h = f32_to_f16(std::uniform_real_distribution<float>(1e-3f, 0.1f)(rng)); }
+template <class Block>
+std::vector<Block> random_blocks(int64_t count, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(1e-3f, 0.1f);
-  Weights w{std::vector<BlockQ8_0x8>(blocks), std::vector<BlockQ4_0x8>(blocks)};
-  for (auto& b : w.q8) {
-    for (auto& q : b.qs) q = static_cast<int8_t>(byte(rng) - 128);
-    for (auto& d : b.d) d = f32_to_f16(scale(rng));
+  std::vector<Block> v(static_cast<size_t>(count));
+  for (Block& b : v) {
+    auto* bytes = reinterpret_cast<uint8_t*>(&b);
+    for (size_t i = 0; i < sizeof(Block); ++i) bytes[i] = static_cast<uint8_t>(byte(rng));
+    if constexpr (std::is_array_v<decltype(b.d)>) {
+      for (uint16_t& d : b.d) set_f16(d, rng);
+      if constexpr (requires { b.dmin; })
+        for (uint16_t& d : b.dmin) set_f16(d, rng);
+    } else {
+      set_f16(b.d, rng);
+      if constexpr (requires { b.dmin; }) set_f16(b.dmin, rng);
+    }
   }
-  for (auto& b : w.q4) {
-    for (auto& q : b.qs) q = static_cast<uint8_t>(byte(rng));
-    for (auto& d : b.d) d = f32_to_f16(scale(rng));
-  }
-  return w;
+  return v;
 }
 
 // Activation rows as quantize_act leaves them: int8 values, float scales, int32 block sums. `extreme`:
@@ -72,32 +75,31 @@ Acts random_acts(int64_t n, int64_t nb, uint32_t seed, bool extreme) {
   return a;
 }
 
-// Every row count around the 16-row tiles, one group and two, odd and even block counts; outputs written
-// into a wider y (ldy 24) whose other columns must stay as they were.
-TEST(Kernels, AmxPanelsBitIdenticalToTheirSlowTwins) {
+// One panel against its slow twin for every row count around the 16-row tiles, one group and two, random
+// and extreme activations; outputs written into a wider y (ldy 24) whose other columns must stay as they
+// were. A group is nb / kBlocksPer blocks.
+template <class Block>
+using Panel = void (*)(const Block*, int, const int8_t*, const float*, const int32_t*, int64_t, int64_t, float*, int64_t);
+template <class Block, int kBlocksPer>
+void check_panel(const char* type, Panel<Block> KernelTable::*entry, Panel<Block> ref, std::initializer_list<int64_t> nbs) {
   const auto tables = panel_tables();
-  if (tables.empty()) GTEST_SKIP() << "neither AMX nor AVX-512 (for the tile emulator) on this machine";
   constexpr int64_t kLdy = 24;
-  for (int64_t nb : {1, 2, 5, 36}) {
-    const Weights w = random_weights(2 * nb, static_cast<uint32_t>(100 + nb));
+  for (int64_t nb : nbs) {
+    const auto w = random_blocks<Block>(2 * nb / kBlocksPer, static_cast<uint32_t>(100 + nb));
     for (bool extreme : {false, true}) {
       for (int64_t n : {1, 15, 16, 17, 33, 130}) {
         const Acts a = random_acts(n, nb, static_cast<uint32_t>(200 + n + nb), extreme);
         for (int ngroups : {1, 2}) {
-          for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_0}) {
-            std::vector<float> want(n * kLdy, -7.0f);
-            if (type == WeightType::kQ8_0) gemm_q8_0_panel_ref(w.q8.data(), ngroups, a.q.data(), a.d.data(), a.sum.data(), nb, n, want.data(), kLdy);
-            else gemm_q4_0_panel_ref(w.q4.data(), ngroups, a.q.data(), a.d.data(), a.sum.data(), nb, n, want.data(), kLdy);
-            for (const KernelTable* t : tables) {
-              std::vector<float> got(n * kLdy, -7.0f);
-              if (type == WeightType::kQ8_0) t->gemm_q8_0_panel(w.q8.data(), ngroups, a.q.data(), a.d.data(), a.sum.data(), nb, n, got.data(), kLdy);
-              else t->gemm_q4_0_panel(w.q4.data(), ngroups, a.q.data(), a.d.data(), a.sum.data(), nb, n, got.data(), kLdy);
-              for (int64_t i = 0; i < n * kLdy; ++i)
-                ASSERT_EQ(std::memcmp(&want[i], &got[i], sizeof(float)), 0)
-                    << t->name << " " << weight_type_name(type) << " nb " << nb << " n " << n << " groups " << ngroups
-                    << (extreme ? " extreme" : "") << " at row " << i / kLdy << " col " << i % kLdy << ": " << got[i]
-                    << ", expected " << want[i];
-            }
+          std::vector<float> want(n * kLdy, -7.0f);
+          ref(w.data(), ngroups, a.q.data(), a.d.data(), a.sum.data(), nb, n, want.data(), kLdy);
+          for (const KernelTable* t : tables) {
+            std::vector<float> got(n * kLdy, -7.0f);
+            (t->*entry)(w.data(), ngroups, a.q.data(), a.d.data(), a.sum.data(), nb, n, got.data(), kLdy);
+            for (int64_t i = 0; i < n * kLdy; ++i)
+              ASSERT_EQ(std::memcmp(&want[i], &got[i], sizeof(float)), 0)
+                  << t->name << " " << type << " nb " << nb << " n " << n << " groups " << ngroups
+                  << (extreme ? " extreme" : "") << " at row " << i / kLdy << " col " << i % kLdy << ": " << got[i]
+                  << ", expected " << want[i];
           }
         }
       }
@@ -105,7 +107,16 @@ TEST(Kernels, AmxPanelsBitIdenticalToTheirSlowTwins) {
   }
 }
 
-// The driver: every matmul of interleaved q8_0/q4_0 weights on the panel table equals the AVX-512 VNNI
+TEST(Kernels, AmxPanelsBitIdenticalToTheirSlowTwins) {
+  if (panel_tables().empty()) GTEST_SKIP() << "neither AMX nor AVX-512 (for the tile emulator) on this machine";
+  check_panel<BlockQ8_0x8, 1>("q8_0", &KernelTable::gemm_q8_0_panel, gemm_q8_0_panel_ref, {1, 2, 5, 36});
+  check_panel<BlockQ4_0x8, 1>("q4_0", &KernelTable::gemm_q4_0_panel, gemm_q4_0_panel_ref, {1, 2, 5, 36});
+  check_panel<BlockQ4_Kx8, 8>("q4_k", &KernelTable::gemm_q4_k_panel, gemm_q4_k_panel_ref, {8, 24});
+  check_panel<BlockQ5_Kx8, 8>("q5_k", &KernelTable::gemm_q5_k_panel, gemm_q5_k_panel_ref, {8, 24});
+  check_panel<BlockQ6_Kx8, 8>("q6_k", &KernelTable::gemm_q6_k_panel, gemm_q6_k_panel_ref, {8, 24});
+}
+
+// The driver: every matmul of interleaved q8_0/q4_0/K-quant weights on the panel table equals the AVX-512 VNNI
 // table's (whose tiles equal the generic ones), for row counts below, at and across the panel threshold
 // and the 128-row blocks, an odd group count (a lone last group) and one group.
 TEST(Matmul, AmxPanelsThroughTheDriverEqualTheTiles) {
@@ -115,13 +126,19 @@ TEST(Matmul, AmxPanelsThroughTheDriverEqualTheTiles) {
   ThreadPool pool(2);
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (auto [n, m, k] : {std::tuple<int64_t, int64_t, int64_t>{3, 24, 64}, {16, 8, 96}, {40, 24, 256}, {200, 56, 1152}, {129, 16, 64}}) {
+  for (auto [n, m, k] : {std::tuple<int64_t, int64_t, int64_t>{3, 24, 256}, {16, 8, 96}, {40, 24, 256}, {200, 56, 1536}, {129, 16, 64}}) {
     std::vector<float> x(n * k), wf(m * k);
     for (float& v : x) v = u(rng);
     for (float& v : wf) v = u(rng);
-    for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_0}) {
+    for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
+      if (is_kquant(type) && k % kQKK != 0) continue;
       std::vector<uint8_t> rows(m * row_bytes(type, k)), packed(rows.size());
-      for (int64_t r = 0; r < m; ++r) {
+      const auto fill = [&](const auto& blocks) { std::memcpy(rows.data(), blocks.data(), rows.size()); };
+      const uint32_t seed = static_cast<uint32_t>(n + m + k);
+      if (type == WeightType::kQ4_K) fill(random_blocks<BlockQ4_K>(m * k / kQKK, seed));
+      else if (type == WeightType::kQ5_K) fill(random_blocks<BlockQ5_K>(m * k / kQKK, seed));
+      else if (type == WeightType::kQ6_K) fill(random_blocks<BlockQ6_K>(m * k / kQKK, seed));
+      for (int64_t r = 0; r < m && !is_kquant(type); ++r) {
         void* dst = rows.data() + r * row_bytes(type, k);
         if (type == WeightType::kQ8_0) quantize_row_q8_0_ref(wf.data() + r * k, static_cast<BlockQ8_0*>(dst), k);
         else quantize_row_q4_0_ref(wf.data() + r * k, static_cast<BlockQ4_0*>(dst), k);

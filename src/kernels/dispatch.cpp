@@ -112,6 +112,18 @@ void gemm_q8_0_panel_emulated(const BlockQ8_0x8* w, int ngroups, const int8_t* x
                               int64_t nb, int64_t n, float* y, int64_t ldy);
 void gemm_q4_0_panel_emulated(const BlockQ4_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
                               int64_t nb, int64_t n, float* y, int64_t ldy);
+void gemm_q4_k_panel(const BlockQ4_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                     int64_t nb, int64_t n, float* y, int64_t ldy);
+void gemm_q5_k_panel(const BlockQ5_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                     int64_t nb, int64_t n, float* y, int64_t ldy);
+void gemm_q6_k_panel(const BlockQ6_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                     int64_t nb, int64_t n, float* y, int64_t ldy);
+void gemm_q4_k_panel_emulated(const BlockQ4_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                              int64_t nb, int64_t n, float* y, int64_t ldy);
+void gemm_q5_k_panel_emulated(const BlockQ5_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                              int64_t nb, int64_t n, float* y, int64_t ldy);
+void gemm_q6_k_panel_emulated(const BlockQ6_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                              int64_t nb, int64_t n, float* y, int64_t ldy);
 bool panels_match_reference();
 }  // namespace amx
 
@@ -124,6 +136,9 @@ const KernelTable* amx_kernels() {
     t.name = "amx";
     t.gemm_q8_0_panel = amx::gemm_q8_0_panel;
     t.gemm_q4_0_panel = amx::gemm_q4_0_panel;
+    t.gemm_q4_k_panel = amx::gemm_q4_k_panel;
+    t.gemm_q5_k_panel = amx::gemm_q5_k_panel;
+    t.gemm_q6_k_panel = amx::gemm_q6_k_panel;
     // Tile code that no test here could run is checked where it runs, once, before it is trusted.
     if (!amx::panels_match_reference()) {
       std::fprintf(stderr, "qvl: the AMX panel GEMMs disagree with their reference on this machine; not using them\n");
@@ -142,6 +157,9 @@ const KernelTable* amx_emulated_kernels() {
     t.name = "amx-emulated";
     t.gemm_q8_0_panel = amx::gemm_q8_0_panel_emulated;
     t.gemm_q4_0_panel = amx::gemm_q4_0_panel_emulated;
+    t.gemm_q4_k_panel = amx::gemm_q4_k_panel_emulated;
+    t.gemm_q5_k_panel = amx::gemm_q5_k_panel_emulated;
+    t.gemm_q6_k_panel = amx::gemm_q6_k_panel_emulated;
     return t;
   }();
   return &table;

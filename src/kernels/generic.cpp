@@ -244,13 +244,15 @@ void gemm_q6_kx8(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const 
 }
 
 // The panels' definition: each group's tile on 4 rows at a time.
-template <class Block, void (*Tile)(const Block*, const int8_t*, const float*, const int32_t*, int64_t, float*, int64_t, int)>
+// A group is nb blocks of q8_0/q4_0, nb / 8 super-blocks of a K-quant (kBlocksPer: 1 or 8).
+template <class Block, void (*Tile)(const Block*, const int8_t*, const float*, const int32_t*, int64_t, float*, int64_t, int),
+          int kBlocksPer>
 void panel_ref(const Block* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, int64_t n,
                float* y, int64_t ldy) {
   for (int64_t i = 0; i < n; i += 4) {
     const int mr = static_cast<int>(std::min<int64_t>(4, n - i));
     for (int g = 0; g < ngroups; ++g)
-      Tile(w + g * nb, xq + i * nb * kQK, xd + i * nb, xsum + i * nb, nb, y + i * ldy + 8 * g, ldy, mr);
+      Tile(w + g * (nb / kBlocksPer), xq + i * nb * kQK, xd + i * nb, xsum + i * nb, nb, y + i * ldy + 8 * g, ldy, mr);
   }
 }
 
@@ -258,11 +260,24 @@ void panel_ref(const Block* w, int ngroups, const int8_t* xq, const float* xd, c
 
 void gemm_q8_0_panel_ref(const BlockQ8_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
                          int64_t nb, int64_t n, float* y, int64_t ldy) {
-  panel_ref<BlockQ8_0x8, gemm_q8_0x8>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
+  panel_ref<BlockQ8_0x8, gemm_q8_0x8, 1>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
 }
 void gemm_q4_0_panel_ref(const BlockQ4_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
                          int64_t nb, int64_t n, float* y, int64_t ldy) {
-  panel_ref<BlockQ4_0x8, gemm_q4_0x8>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
+  panel_ref<BlockQ4_0x8, gemm_q4_0x8, 1>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
+}
+
+void gemm_q4_k_panel_ref(const BlockQ4_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                         int64_t nb, int64_t n, float* y, int64_t ldy) {
+  panel_ref<BlockQ4_Kx8, gemm_q4_kx8, 8>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
+}
+void gemm_q5_k_panel_ref(const BlockQ5_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                         int64_t nb, int64_t n, float* y, int64_t ldy) {
+  panel_ref<BlockQ5_Kx8, gemm_q5_kx8, 8>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
+}
+void gemm_q6_k_panel_ref(const BlockQ6_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                         int64_t nb, int64_t n, float* y, int64_t ldy) {
+  panel_ref<BlockQ6_Kx8, gemm_q6_kx8, 8>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
 }
 
 const KernelTable& generic_kernels() {
@@ -273,6 +288,7 @@ const KernelTable& generic_kernels() {
                                  gemm_q4_kx8,    gemm_q5_kx8,   gemm_q6_kx8,
                                  two_kgroups<BlockQ4_Kx8, gemm_q4_kx8>, two_kgroups<BlockQ5_Kx8, gemm_q5_kx8>,
                                  two_kgroups<BlockQ6_Kx8, gemm_q6_kx8>,
+                                 nullptr,        nullptr,       nullptr,
                                  nullptr,        nullptr};
   return table;
 }

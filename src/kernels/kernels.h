@@ -97,12 +97,25 @@ struct KernelTable {
                           int64_t nb, int64_t n, float* y, int64_t ldy);
   void (*gemm_q4_0_panel)(const BlockQ4_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
                           int64_t nb, int64_t n, float* y, int64_t ldy);
+  // The same for K-quants (the groups w and w + nb / 8; nb % 8 == 0).
+  void (*gemm_q4_k_panel)(const BlockQ4_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                          int64_t nb, int64_t n, float* y, int64_t ldy);
+  void (*gemm_q5_k_panel)(const BlockQ5_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                          int64_t nb, int64_t n, float* y, int64_t ldy);
+  void (*gemm_q6_k_panel)(const BlockQ6_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                          int64_t nb, int64_t n, float* y, int64_t ldy);
 };
 
 // The panels' slow twins: the generic tiles on 4 rows at a time.
 void gemm_q8_0_panel_ref(const BlockQ8_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
                          int64_t nb, int64_t n, float* y, int64_t ldy);
 void gemm_q4_0_panel_ref(const BlockQ4_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                         int64_t nb, int64_t n, float* y, int64_t ldy);
+void gemm_q4_k_panel_ref(const BlockQ4_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                         int64_t nb, int64_t n, float* y, int64_t ldy);
+void gemm_q5_k_panel_ref(const BlockQ5_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
+                         int64_t nb, int64_t n, float* y, int64_t ldy);
+void gemm_q6_k_panel_ref(const BlockQ6_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
                          int64_t nb, int64_t n, float* y, int64_t ldy);
 
 // gemm_q*_0x16 for tables without 512-bit registers: the one-group tile on each of the two groups.

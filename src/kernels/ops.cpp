@@ -138,10 +138,16 @@ void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, 
   // Chunks of groups handed out dynamically: about 8 per thread, an even 2 to 16 groups (16-128 rows) each.
   const int64_t groups = m / 8;
   const int64_t chunk = std::clamp<int64_t>(groups / (8 * pool.size()) / 2 * 2, 2, 16);
-  // A table with panel GEMMs (AMX) takes every row block of a pair of groups in one call.
-  const auto panel = w.type == WeightType::kQ8_0 ? K.gemm_q8_0_panel : nullptr;
-  const auto panel4 = w.type == WeightType::kQ4_0 ? K.gemm_q4_0_panel : nullptr;
-  const bool use_panel = n >= kPanelMinRows && (panel || panel4);
+  // A table with panel GEMMs (AMX) takes a row block of a pair of groups in one call.
+  const bool use_panel = n >= kPanelMinRows && [&] {
+    switch (w.type) {
+      case WeightType::kQ8_0: return K.gemm_q8_0_panel != nullptr;
+      case WeightType::kQ4_0: return K.gemm_q4_0_panel != nullptr;
+      case WeightType::kQ4_K: return K.gemm_q4_k_panel != nullptr;
+      case WeightType::kQ5_K: return K.gemm_q5_k_panel != nullptr;
+      default: return K.gemm_q6_k_panel != nullptr;
+    }
+  }();
   pool.parallel_for_dynamic(groups, chunk, [&](int, int64_t g0, int64_t g1) {
     for (int64_t r0 = 0; r0 < n; r0 += kRowBlock) {
       const int64_t r1 = std::min(n, r0 + kRowBlock);
@@ -149,10 +155,28 @@ void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, 
       for (int64_t g = g0; g < g1; g += 2) {
         const bool pair = g + 1 < g1;
         if (use_panel) {
-          float* yr = y + r0 * m + 8 * g;
+          const void* wg = w.group(g);
+          const int groups_now = pair ? 2 : 1;
           const int8_t* qr = q + r0 * k;
-          if (panel) panel(static_cast<const BlockQ8_0x8*>(w.group(g)), pair ? 2 : 1, qr, d + r0 * nb, s + r0 * nb, nb, r1 - r0, yr, m);
-          else panel4(static_cast<const BlockQ4_0x8*>(w.group(g)), pair ? 2 : 1, qr, d + r0 * nb, s + r0 * nb, nb, r1 - r0, yr, m);
+          const float* dr = d + r0 * nb;
+          const int32_t* sr = s + r0 * nb;
+          float* yr = y + r0 * m + 8 * g;
+          switch (w.type) {
+            case WeightType::kQ8_0:
+              K.gemm_q8_0_panel(static_cast<const BlockQ8_0x8*>(wg), groups_now, qr, dr, sr, nb, r1 - r0, yr, m);
+              break;
+            case WeightType::kQ4_0:
+              K.gemm_q4_0_panel(static_cast<const BlockQ4_0x8*>(wg), groups_now, qr, dr, sr, nb, r1 - r0, yr, m);
+              break;
+            case WeightType::kQ4_K:
+              K.gemm_q4_k_panel(static_cast<const BlockQ4_Kx8*>(wg), groups_now, qr, dr, sr, nb, r1 - r0, yr, m);
+              break;
+            case WeightType::kQ5_K:
+              K.gemm_q5_k_panel(static_cast<const BlockQ5_Kx8*>(wg), groups_now, qr, dr, sr, nb, r1 - r0, yr, m);
+              break;
+            default:
+              K.gemm_q6_k_panel(static_cast<const BlockQ6_Kx8*>(wg), groups_now, qr, dr, sr, nb, r1 - r0, yr, m);
+          }
           continue;
         }
         for (int64_t i = r0; i < r1; i += 4) {

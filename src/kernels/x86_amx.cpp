@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/amx_tiles.h"
@@ -61,21 +62,41 @@ struct AmxHardware {
   }
 };
 
-constexpr int kRows = 16;        // activation rows per tile (A and C)
-constexpr int kCols = 16;        // weight columns per tile (two groups of 8)
-constexpr int kBTileBytes = 512;  // 8 rows x 64 bytes
+constexpr int kRows = 16;         // activation rows per tile (A and C)
+constexpr int kCols = 16;         // weight columns per tile (two groups of 8)
+constexpr int kBTileBytes = 512;  // one block of 16 columns: 8 rows x 64 bytes
 
-// Two tile sets, used by alternate blocks so one block's products overlap the other's scaling:
-// A tmm0 / tmm3 (rows x 32 bytes), B tmm1 / tmm4 (8 x 64 bytes), C tmm2 / tmm5 (rows x 64 bytes).
-TileConfig panel_config(int rows) {
+// How a weight type's block sums become floats (kernels.h): q8_0/q4_0 acc = fma(d xd, C, acc); Q4_K/Q5_K
+// acc = fma(d xd, sc C, acc), acc = fma(-(dmin xd), m xsum, acc); Q6_K sums its two halves of 16 values
+// (each its own product, K 16 bytes) as sc1 C1 + sc2 C2, then acc = fma(d xd, isum, acc).
+enum class Kind { kQ0, kQ45K, kQ6K };
+
+// Per block b of the call's one or two groups (a missing second group staged as zeros).
+struct Staged {
+  std::vector<int8_t> q;     // [nb, 8, 64] B tiles: row t = values 4t..4t+3 of each of the 16 columns
+  std::vector<float> d;      // [nb, 16] the block's (or super-block's) d
+  std::vector<float> dmin;   // [nb, 16] Q4_K/Q5_K: the super-block's dmin
+  std::vector<int32_t> sc;   // [nb, 16] Q4_K/Q5_K: sub-block scale; Q6_K: the first half's scale
+  std::vector<int32_t> sc2;  // [nb, 16] Q4_K/Q5_K: sub-block min; Q6_K: the second half's scale
+  void resize(int64_t nb) {
+    q.resize(static_cast<size_t>(nb * kBTileBytes));
+    for (auto* v : {&d, &dmin}) v->resize(static_cast<size_t>(nb * kCols));
+    for (auto* v : {&sc, &sc2}) v->resize(static_cast<size_t>(nb * kCols));
+  }
+};
+
+// Two tile sets, used by alternate products so one's scaling overlaps the other's multiplies: A tmm0 /
+// tmm3 (rows x kbytes), B tmm1 / tmm4 (kbytes / 4 x 64), C tmm2 / tmm5 (rows x 64). kbytes is 32 (a
+// block), 16 for Q6_K (half a block).
+TileConfig panel_config(int rows, int kbytes) {
   TileConfig c;
   c.palette_id = 1;
   for (int a : {0, 3}) {
     c.rows[a] = static_cast<uint8_t>(rows);
-    c.colsb[a] = kQK;
+    c.colsb[a] = static_cast<uint16_t>(kbytes);
   }
   for (int b : {1, 4}) {
-    c.rows[b] = kQK / 4;
+    c.rows[b] = static_cast<uint8_t>(kbytes / 4);
     c.colsb[b] = 4 * kCols;
   }
   for (int s : {2, 5}) {
@@ -85,91 +106,202 @@ TileConfig panel_config(int rows) {
   return c;
 }
 
-// The f16 scales of block b of both groups (zero for a missing second group) as 16 floats.
-inline void stage_scales(const uint16_t* d0, const uint16_t* d1, float* out) {
+// The f16 scales of both groups (zero for a missing second group) as 16 floats.
+inline void stage_f16(const uint16_t* d0, const uint16_t* d1, float* out) {
   const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(d0));
   const __m128i b = d1 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(d1)) : _mm_setzero_si128();
   _mm512_storeu_ps(out, _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1)));
 }
 
+inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline void store32(int8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+
 // Q8_0x8 chunk t (8 rows x 4 values, 32 bytes) of each group is the B tile's row t, halves 0 and 1.
-void stage_q8_0(const BlockQ8_0x8* w, int ngroups, int64_t nb, int8_t* bq, float* bd) {
+void stage_q8_0(const BlockQ8_0x8* w, int ngroups, int64_t nb, Staged& st) {
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ8_0x8* g1 = ngroups == 2 ? &w[nb + b] : nullptr;
-    int8_t* dst = bq + b * kBTileBytes;
+    int8_t* dst = st.q.data() + b * kBTileBytes;
     for (int t = 0; t < 8; ++t) {
-      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * t));
-      const __m256i hi = g1 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g1->qs + 32 * t)) : _mm256_setzero_si256();
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 * t), lo);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 * t + 32), hi);
+      store32(dst + 64 * t, load32(w[b].qs + 32 * t));
+      store32(dst + 64 * t + 32, g1 ? load32(g1->qs + 32 * t) : _mm256_setzero_si256());
     }
-    stage_scales(w[b].d, g1 ? g1->d : nullptr, bd + b * kCols);
+    stage_f16(w[b].d, g1 ? g1->d : nullptr, &st.d[b * kCols]);
   }
 }
 
 // Q4_0x8 byte 32s + 4c + j holds row c's values 4s + j (low nibble) and 16 + 4s + j (high): B rows s and
-// 4 + s, widened to u - 8.
-void stage_q4_0(const BlockQ4_0x8* w, int ngroups, int64_t nb, int8_t* bq, float* bd) {
+// 4 + s, widened to u - 8 (so the sums need no correction).
+void stage_q4_0(const BlockQ4_0x8* w, int ngroups, int64_t nb, Staged& st) {
   const __m256i low4 = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ4_0x8* g1 = ngroups == 2 ? &w[nb + b] : nullptr;
-    int8_t* dst = bq + b * kBTileBytes;
+    int8_t* dst = st.q.data() + b * kBTileBytes;
     for (int half = 0; half < 2; ++half) {
       const BlockQ4_0x8* g = half == 0 ? &w[b] : g1;
       for (int s = 0; s < 4; ++s) {
         __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
         if (g) {
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g->qs + 32 * s));
+          const __m256i v = load32(g->qs + 32 * s);
           lo = _mm256_sub_epi8(_mm256_and_si256(v, low4), eight);
           hi = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), eight);
         }
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 * s + 32 * half), lo);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 * (4 + s) + 32 * half), hi);
+        store32(dst + 64 * s + 32 * half, lo);
+        store32(dst + 64 * (4 + s) + 32 * half, hi);
       }
     }
-    stage_scales(w[b].d, g1 ? g1->d : nullptr, bd + b * kCols);
+    stage_f16(w[b].d, g1 ? g1->d : nullptr, &st.d[b * kCols]);
   }
 }
 
+// Q4_Kx8 / Q5_Kx8 (tensor/quant.h): sub-block j's value 4t + u of row c is a nibble of qs[32 (8 (j / 2) +
+// t) + 4 c + u] (low for even j), plus 16 where bit j of qh[32 t + 4 c + u] is set (Q5_K): B row t.
+template <class Block>
+void stage_q45_k(const Block* w, int ngroups, int64_t nb, Staged& st) {
+  constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_Kx8>;
+  const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+  const int64_t ns = nb / 8;
+  for (int64_t s = 0; s < ns; ++s)
+    for (int half = 0; half < 2; ++half) {
+      const Block* blk = half == 0 ? &w[s] : ngroups == 2 ? &w[ns + s] : nullptr;
+      float d[8] = {}, dmin[8] = {};
+      if (blk)
+        for (int c = 0; c < 8; ++c) d[c] = f16_to_f32(blk->d[c]), dmin[c] = f16_to_f32(blk->dmin[c]);
+      for (int j = 0; j < 8; ++j) {
+        const int64_t b = 8 * s + j;
+        int8_t* dst = st.q.data() + b * kBTileBytes + 32 * half;
+        for (int t = 0; t < 8; ++t) {
+          __m256i v = _mm256_setzero_si256();
+          if (blk) {
+            const __m256i bytes = load32(blk->qs + 32 * (8 * (j / 2) + t));
+            v = _mm256_and_si256(j % 2 == 0 ? bytes : _mm256_srli_epi16(bytes, 4), low4);
+            if constexpr (kQ5) {
+              const __m256i bit = _mm256_and_si256(_mm256_srl_epi16(load32(blk->qh + 32 * t), _mm_cvtsi32_si128(j)), one);
+              v = _mm256_or_si256(v, _mm256_slli_epi16(bit, 4));
+            }
+          }
+          store32(dst + 64 * t, v);
+        }
+        for (int c = 0; c < 8; ++c) {
+          const size_t at = static_cast<size_t>(b * kCols + 8 * half + c);
+          uint8_t sc = 0, m = 0;
+          if (blk) {
+            uint8_t packed[12];
+            for (int k = 0; k < 3; ++k) std::memcpy(packed + 4 * k, &blk->scales[k][c], 4);
+            kquant_scale_min(j, packed, &sc, &m);
+          }
+          st.d[at] = d[c];
+          st.dmin[at] = dmin[c];
+          st.sc[at] = sc;
+          st.sc2[at] = m;
+        }
+      }
+    }
+}
+
+// Q6_Kx8: block j (half h = j / 4, g = j % 4, pair e = g % 2) of row c: low 4 bits a nibble of
+// ql[32 (8 (2h + e) + t) + 4 c + u] (low for g < 2), top 2 bits at bit 2g of qh[32 (8h + t) + 4 c + u];
+// widened to q - 32. Values 0-15 (B rows 0-3) take scale 2j, 16-31 (rows 4-7) scale 2j + 1.
+void stage_q6_k(const BlockQ6_Kx8* w, int ngroups, int64_t nb, Staged& st) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3), bias = _mm256_set1_epi8(32);
+  const int64_t ns = nb / 8;
+  for (int64_t s = 0; s < ns; ++s)
+    for (int half = 0; half < 2; ++half) {
+      const BlockQ6_Kx8* blk = half == 0 ? &w[s] : ngroups == 2 ? &w[ns + s] : nullptr;
+      for (int j = 0; j < 8; ++j) {
+        const int64_t b = 8 * s + j;
+        const int h = j / 4, g = j % 4, e = g % 2;
+        int8_t* dst = st.q.data() + b * kBTileBytes + 32 * half;
+        for (int t = 0; t < 8; ++t) {
+          __m256i v = _mm256_setzero_si256();
+          if (blk) {
+            const __m256i lo = load32(blk->ql + 32 * (8 * (2 * h + e) + t));
+            const __m256i low = _mm256_and_si256(g < 2 ? lo : _mm256_srli_epi16(lo, 4), low4);
+            const __m256i top =
+                _mm256_and_si256(_mm256_srl_epi16(load32(blk->qh + 32 * (8 * h + t)), _mm_cvtsi32_si128(2 * g)), three);
+            v = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(top, 4)), bias);
+          }
+          store32(dst + 64 * t, v);
+        }
+        for (int c = 0; c < 8; ++c) {
+          const size_t at = static_cast<size_t>(b * kCols + 8 * half + c);
+          st.d[at] = blk ? f16_to_f32(blk->d[c]) : 0.0f;
+          st.sc[at] = blk ? blk->scales[8 * (2 * j) + c] : 0;
+          st.sc2[at] = blk ? blk->scales[8 * (2 * j + 1) + c] : 0;
+        }
+      }
+    }
+}
+
 // One tile of rows (<= 16; kFull: 16) activation rows against the staged blocks: y[r * ldy + c] for
-// c < cols (8 or 16).
-template <class Tiles, bool kFull>
-void panel_tile(const int8_t* bq, const float* bd, const int8_t* xq, const float* xd, int64_t nb, int rows, int cols,
+// c < cols (8 or 16). Activation row r is xq + r * nb * 32, its scales xd + r * nb, sums xsum + r * nb.
+template <class Tiles, Kind kKind, bool kFull>
+void panel_tile(const Staged& st, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, int rows, int cols,
                 float* y, int64_t ldy) {
   const int64_t k = nb * kQK;
   alignas(64) int32_t c0[kRows][kCols], c1[kRows][kCols];  // [rows, 16] the C tiles' sums
   __m512 acc[kRows];
   for (__m512& a : acc) a = _mm512_setzero_ps();
-  const auto scale = [&](const int32_t (*c)[kCols], int64_t b) {
-    const __m512 dw = _mm512_loadu_ps(bd + b * kCols);
+  // Block b's scaling, from its sums c (Q6_K: c the first half's, c2 the second's).
+  const auto scale = [&](const int32_t (*c)[kCols], const int32_t (*c2)[kCols], int64_t b) {
+    const size_t at = static_cast<size_t>(b * kCols);
+    const __m512 dw = _mm512_loadu_ps(&st.d[at]);
     for (int r = 0; r < kRows; ++r)
       if (kFull || r < rows) {
-        const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xd[r * nb + b]));
-        acc[r] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(_mm512_load_si512(c[r])), acc[r]);
+        const __m512 dx = _mm512_set1_ps(xd[r * nb + b]);
+        __m512i isum = _mm512_load_si512(c[r]);
+        if constexpr (kKind == Kind::kQ45K) {
+          isum = _mm512_mullo_epi32(_mm512_loadu_si512(&st.sc[at]), isum);
+        } else if constexpr (kKind == Kind::kQ6K) {
+          isum = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_loadu_si512(&st.sc[at]), isum),
+                                  _mm512_mullo_epi32(_mm512_loadu_si512(&st.sc2[at]), _mm512_load_si512(c2[r])));
+        }
+        acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(isum), acc[r]);
+        if constexpr (kKind == Kind::kQ45K) {
+          const __m512i msum = _mm512_mullo_epi32(_mm512_loadu_si512(&st.sc2[at]), _mm512_set1_epi32(xsum[r * nb + b]));
+          acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(&st.dmin[at]), dx), _mm512_cvtepi32_ps(msum), acc[r]);
+        }
       }
   };
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    Tiles::template load<0>(xq + b * kQK, k);
-    Tiles::template load<1>(bq + b * kBTileBytes, 4 * kCols);
-    Tiles::template zero<2>();
-    Tiles::template dpbssd<2, 0, 1>();
-    Tiles::template load<3>(xq + (b + 1) * kQK, k);
-    Tiles::template load<4>(bq + (b + 1) * kBTileBytes, 4 * kCols);
-    Tiles::template zero<5>();
-    Tiles::template dpbssd<5, 3, 4>();
-    Tiles::template store<2>(c0, 4 * kCols);
-    scale(c0, b);
-    Tiles::template store<5>(c1, 4 * kCols);
-    scale(c1, b + 1);
-  }
-  if (b < nb) {
-    Tiles::template load<0>(xq + b * kQK, k);
-    Tiles::template load<1>(bq + b * kBTileBytes, 4 * kCols);
-    Tiles::template zero<2>();
-    Tiles::template dpbssd<2, 0, 1>();
-    Tiles::template store<2>(c0, 4 * kCols);
-    scale(c0, b);
+  const int8_t* bq = st.q.data();
+  if constexpr (kKind == Kind::kQ6K) {
+    // Each block's two halves (16 values) on the two tile sets.
+    for (int64_t b = 0; b < nb; ++b) {
+      Tiles::template load<0>(xq + b * kQK, k);
+      Tiles::template load<1>(bq + b * kBTileBytes, 4 * kCols);
+      Tiles::template zero<2>();
+      Tiles::template dpbssd<2, 0, 1>();
+      Tiles::template load<3>(xq + b * kQK + kQK / 2, k);
+      Tiles::template load<4>(bq + b * kBTileBytes + kBTileBytes / 2, 4 * kCols);
+      Tiles::template zero<5>();
+      Tiles::template dpbssd<5, 3, 4>();
+      Tiles::template store<2>(c0, 4 * kCols);
+      Tiles::template store<5>(c1, 4 * kCols);
+      scale(c0, c1, b);
+    }
+  } else {
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2) {
+      Tiles::template load<0>(xq + b * kQK, k);
+      Tiles::template load<1>(bq + b * kBTileBytes, 4 * kCols);
+      Tiles::template zero<2>();
+      Tiles::template dpbssd<2, 0, 1>();
+      Tiles::template load<3>(xq + (b + 1) * kQK, k);
+      Tiles::template load<4>(bq + (b + 1) * kBTileBytes, 4 * kCols);
+      Tiles::template zero<5>();
+      Tiles::template dpbssd<5, 3, 4>();
+      Tiles::template store<2>(c0, 4 * kCols);
+      scale(c0, nullptr, b);
+      Tiles::template store<5>(c1, 4 * kCols);
+      scale(c1, nullptr, b + 1);
+    }
+    if (b < nb) {
+      Tiles::template load<0>(xq + b * kQK, k);
+      Tiles::template load<1>(bq + b * kBTileBytes, 4 * kCols);
+      Tiles::template zero<2>();
+      Tiles::template dpbssd<2, 0, 1>();
+      Tiles::template store<2>(c0, 4 * kCols);
+      scale(c0, nullptr, b);
+    }
   }
   for (int r = 0; r < kRows; ++r)
     if (kFull || r < rows) {
@@ -178,87 +310,115 @@ void panel_tile(const int8_t* bq, const float* bd, const int8_t* xq, const float
     }
 }
 
-template <class Tiles, class Block, void (*Stage)(const Block*, int, int64_t, int8_t*, float*)>
+template <class Tiles, Kind kKind, class Block, void (*Stage)(const Block*, int, int64_t, Staged&)>
 void gemm_panel(const Block* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
                 int64_t n, float* y, int64_t ldy) {
-  (void)xsum;  // Q4_0 is staged as u - 8: its sums need no correction
-  thread_local std::vector<int8_t> bq;  // [nb, 8, 64] the staged B tiles
-  thread_local std::vector<float> bd;   // [nb, 16] their scales
-  bq.resize(static_cast<size_t>(nb * kBTileBytes));
-  bd.resize(static_cast<size_t>(nb * kCols));
-  Stage(w, ngroups, nb, bq.data(), bd.data());
+  thread_local Staged st;
+  st.resize(nb);
+  Stage(w, ngroups, nb, st);
+  const int kbytes = kKind == Kind::kQ6K ? kQK / 2 : kQK;
   int configured = 0;
   for (int64_t i = 0; i < n; i += kRows) {
     const int rows = static_cast<int>(std::min<int64_t>(kRows, n - i));
     if (rows != configured) {
-      Tiles::configure(panel_config(rows));
+      Tiles::configure(panel_config(rows, kbytes));
       configured = rows;
     }
     const int8_t* xi = xq + i * nb * kQK;
-    if (rows == kRows) panel_tile<Tiles, true>(bq.data(), bd.data(), xi, xd + i * nb, nb, rows, 8 * ngroups, y + i * ldy, ldy);
-    else panel_tile<Tiles, false>(bq.data(), bd.data(), xi, xd + i * nb, nb, rows, 8 * ngroups, y + i * ldy, ldy);
+    if (rows == kRows)
+      panel_tile<Tiles, kKind, true>(st, xi, xd + i * nb, xsum + i * nb, nb, rows, 8 * ngroups, y + i * ldy, ldy);
+    else
+      panel_tile<Tiles, kKind, false>(st, xi, xd + i * nb, xsum + i * nb, nb, rows, 8 * ngroups, y + i * ldy, ldy);
   }
   if (configured) Tiles::release();
 }
 
 }  // namespace
 
-void gemm_q8_0_panel(const BlockQ8_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                     int64_t nb, int64_t n, float* y, int64_t ldy) {
-  gemm_panel<AmxHardware, BlockQ8_0x8, stage_q8_0>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
-}
-void gemm_q4_0_panel(const BlockQ4_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                     int64_t nb, int64_t n, float* y, int64_t ldy) {
-  gemm_panel<AmxHardware, BlockQ4_0x8, stage_q4_0>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
-}
-void gemm_q8_0_panel_emulated(const BlockQ8_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                              int64_t nb, int64_t n, float* y, int64_t ldy) {
-  gemm_panel<AmxEmulator, BlockQ8_0x8, stage_q8_0>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
-}
-void gemm_q4_0_panel_emulated(const BlockQ4_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                              int64_t nb, int64_t n, float* y, int64_t ldy) {
-  gemm_panel<AmxEmulator, BlockQ4_0x8, stage_q4_0>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
-}
+#define QVL_AMX_PANELS(SUFFIX, TILES)                                                                                   \
+  void gemm_q8_0_panel##SUFFIX(const BlockQ8_0x8* w, int ngroups, const int8_t* xq, const float* xd,                   \
+                               const int32_t* xsum, int64_t nb, int64_t n, float* y, int64_t ldy) {                    \
+    gemm_panel<TILES, Kind::kQ0, BlockQ8_0x8, stage_q8_0>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);                     \
+  }                                                                                                                     \
+  void gemm_q4_0_panel##SUFFIX(const BlockQ4_0x8* w, int ngroups, const int8_t* xq, const float* xd,                   \
+                               const int32_t* xsum, int64_t nb, int64_t n, float* y, int64_t ldy) {                    \
+    gemm_panel<TILES, Kind::kQ0, BlockQ4_0x8, stage_q4_0>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);                     \
+  }                                                                                                                     \
+  void gemm_q4_k_panel##SUFFIX(const BlockQ4_Kx8* w, int ngroups, const int8_t* xq, const float* xd,                   \
+                               const int32_t* xsum, int64_t nb, int64_t n, float* y, int64_t ldy) {                    \
+    gemm_panel<TILES, Kind::kQ45K, BlockQ4_Kx8, stage_q45_k<BlockQ4_Kx8>>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);     \
+  }                                                                                                                     \
+  void gemm_q5_k_panel##SUFFIX(const BlockQ5_Kx8* w, int ngroups, const int8_t* xq, const float* xd,                   \
+                               const int32_t* xsum, int64_t nb, int64_t n, float* y, int64_t ldy) {                    \
+    gemm_panel<TILES, Kind::kQ45K, BlockQ5_Kx8, stage_q45_k<BlockQ5_Kx8>>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);     \
+  }                                                                                                                     \
+  void gemm_q6_k_panel##SUFFIX(const BlockQ6_Kx8* w, int ngroups, const int8_t* xq, const float* xd,                   \
+                               const int32_t* xsum, int64_t nb, int64_t n, float* y, int64_t ldy) {                    \
+    gemm_panel<TILES, Kind::kQ6K, BlockQ6_Kx8, stage_q6_k>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);                    \
+  }
+QVL_AMX_PANELS(, AmxHardware)
+QVL_AMX_PANELS(_emulated, AmxEmulator)
+#undef QVL_AMX_PANELS
 
-// The hardware panels against their slow twins on random blocks (every byte value, so every q8_0 value
-// and nibble), two full 16-row tiles and a tail of 5, one group and two, an odd and an even block count:
-// bit for bit, or the table is not used.
-bool panels_match_reference() {
-  std::mt19937 rng(20261201);
+namespace {
+
+// Blocks of random bytes (every value, so every q8_0 value, nibble and scale code) with valid f16 scales.
+template <class Block>
+std::vector<Block> random_blocks(int64_t count, std::mt19937& rng) {
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> scale(0.001f, 0.1f);
-  for (int64_t nb : {3, 4}) {
-    constexpr int64_t n = 2 * kRows + 5;
-    std::vector<int8_t> xq(static_cast<size_t>(n * nb * kQK));
-    std::vector<float> xd(static_cast<size_t>(n * nb));
-    std::vector<int32_t> xsum(static_cast<size_t>(n * nb));
-    for (int64_t i = 0; i < n * nb; ++i) {
-      int32_t s = 0;
-      for (int j = 0; j < kQK; ++j) s += xq[static_cast<size_t>(i * kQK + j)] = static_cast<int8_t>(byte(rng) - 128);
-      xsum[static_cast<size_t>(i)] = s;
-      xd[static_cast<size_t>(i)] = scale(rng);
-    }
-    std::vector<BlockQ8_0x8> w8(static_cast<size_t>(2 * nb));
-    std::vector<BlockQ4_0x8> w4(static_cast<size_t>(2 * nb));
-    for (auto& blk : w8) {
-      for (auto& q : blk.qs) q = static_cast<int8_t>(byte(rng) - 128);
-      for (auto& d : blk.d) d = f32_to_f16(scale(rng));
-    }
-    for (auto& blk : w4) {
-      for (auto& q : blk.qs) q = static_cast<uint8_t>(byte(rng));
-      for (auto& d : blk.d) d = f32_to_f16(scale(rng));
-    }
-    for (int ngroups : {1, 2}) {
-      std::vector<float> got(static_cast<size_t>(n * kCols), -1.0f), want = got;
-      gemm_q8_0_panel(w8.data(), ngroups, xq.data(), xd.data(), xsum.data(), nb, n, got.data(), kCols);
-      gemm_q8_0_panel_ref(w8.data(), ngroups, xq.data(), xd.data(), xsum.data(), nb, n, want.data(), kCols);
-      if (std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) != 0) return false;
-      gemm_q4_0_panel(w4.data(), ngroups, xq.data(), xd.data(), xsum.data(), nb, n, got.data(), kCols);
-      gemm_q4_0_panel_ref(w4.data(), ngroups, xq.data(), xd.data(), xsum.data(), nb, n, want.data(), kCols);
-      if (std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) != 0) return false;
-    }
+  std::vector<Block> v(static_cast<size_t>(count));
+  for (Block& b : v) {
+    auto* bytes = reinterpret_cast<uint8_t*>(&b);
+    for (size_t i = 0; i < sizeof(Block); ++i) bytes[i] = static_cast<uint8_t>(byte(rng));
+    for (uint16_t& d : b.d) d = f32_to_f16(scale(rng));
+    if constexpr (requires { b.dmin; })
+      for (uint16_t& d : b.dmin) d = f32_to_f16(scale(rng));
+  }
+  return v;
+}
+
+// One panel against its slow twin on n activation rows of nb blocks, one group and two: bit for bit.
+template <class Block>
+bool panel_matches(void (*panel)(const Block*, int, const int8_t*, const float*, const int32_t*, int64_t, int64_t, float*, int64_t),
+                   void (*ref)(const Block*, int, const int8_t*, const float*, const int32_t*, int64_t, int64_t, float*, int64_t),
+                   int64_t nb, int64_t blocks_per_group, std::mt19937& rng) {
+  constexpr int64_t n = 2 * kRows + 5;  // two full tiles and a tail
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.001f, 0.1f);
+  std::vector<int8_t> xq(static_cast<size_t>(n * nb * kQK));
+  std::vector<float> xd(static_cast<size_t>(n * nb));
+  std::vector<int32_t> xsum(static_cast<size_t>(n * nb));
+  for (int64_t i = 0; i < n * nb; ++i) {
+    int32_t sum = 0;
+    for (int j = 0; j < kQK; ++j) sum += xq[static_cast<size_t>(i * kQK + j)] = static_cast<int8_t>(byte(rng) - 128);
+    xsum[static_cast<size_t>(i)] = sum;
+    xd[static_cast<size_t>(i)] = scale(rng);
+  }
+  const std::vector<Block> w = random_blocks<Block>(2 * blocks_per_group, rng);
+  for (int ngroups : {1, 2}) {
+    std::vector<float> got(static_cast<size_t>(n * kCols), -1.0f), want = got;
+    panel(w.data(), ngroups, xq.data(), xd.data(), xsum.data(), nb, n, got.data(), kCols);
+    ref(w.data(), ngroups, xq.data(), xd.data(), xsum.data(), nb, n, want.data(), kCols);
+    if (std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) != 0) return false;
   }
   return true;
+}
+
+}  // namespace
+
+// The hardware panels against their slow twins, once: an odd and an even block count for q8_0/q4_0, two
+// super-blocks for the K-quants.
+bool panels_match_reference() {
+  std::mt19937 rng(20261201);
+  for (int64_t nb : {3, 4}) {
+    if (!panel_matches<BlockQ8_0x8>(gemm_q8_0_panel, gemm_q8_0_panel_ref, nb, nb, rng)) return false;
+    if (!panel_matches<BlockQ4_0x8>(gemm_q4_0_panel, gemm_q4_0_panel_ref, nb, nb, rng)) return false;
+  }
+  constexpr int64_t nb = 16;
+  return panel_matches<BlockQ4_Kx8>(gemm_q4_k_panel, gemm_q4_k_panel_ref, nb, nb / 8, rng) &&
+         panel_matches<BlockQ5_Kx8>(gemm_q5_k_panel, gemm_q5_k_panel_ref, nb, nb / 8, rng) &&
+         panel_matches<BlockQ6_Kx8>(gemm_q6_k_panel, gemm_q6_k_panel_ref, nb, nb / 8, rng);
 }
 
 }  // namespace amx

@@ -543,6 +543,9 @@ const KernelTable* avx2_kernels() {
                                  two_kgroups<BlockQ5_Kx8, avx2::gemm_q5_kx8>,
                                  two_kgroups<BlockQ6_Kx8, avx2::gemm_q6_kx8>,
                                  nullptr,
+                                 nullptr,
+                                 nullptr,
+                                 nullptr,
                                  nullptr};
   const CpuFeatures f = cpu_features();
   return f.avx2 && f.fma && f.f16c && f.os_ymm ? &table : nullptr;
