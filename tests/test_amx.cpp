@@ -4,9 +4,12 @@
 // and against what the hardware refuses; what the table needs, explained.
 #include <gtest/gtest.h>
 
+#include <csignal>
+
 #include <cstring>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <type_traits>
@@ -18,6 +21,12 @@
 #include "util/thread_pool.h"
 
 namespace qvl {
+#if defined(__x86_64__)
+namespace amx {
+std::string check_panels();  // x86_amx_check.cpp
+}  // namespace amx
+#endif
+
 namespace {
 
 std::vector<const KernelTable*> panel_tables() {
@@ -215,8 +224,17 @@ TEST(Kernels, AmxEmulatorRefusesWhatTheHardwareRefuses) {
   EXPECT_TRUE(refused(bad));
   bad = ok, bad.reserved[3] = 1;
   EXPECT_TRUE(refused(bad));
-  bad = ok, bad.start_row = 1;
-  EXPECT_TRUE(refused(bad));
+  bad = ok, bad.start_row = 1;  // where an interrupted load or store resumes: not a fault
+  EXPECT_FALSE(refused(bad));
+  {
+    int8_t rows[16 * 64];
+    std::memset(rows, 5, sizeof(rows));
+    AmxEmulator::load<0>(rows, 64);  // rows 1-15 only, and start_row back to 0
+    int8_t back[16 * 64];
+    AmxEmulator::store<0>(back, 64);
+    EXPECT_EQ(back[0], 0);
+    EXPECT_EQ(back[64], 5);
+  }
   bad = ok, bad.rows[1] = 4;  // rows without bytes
   EXPECT_TRUE(refused(bad));
   bad = ok, bad.rows[9] = 1, bad.colsb[9] = 4;  // palette 1 has 8 tiles
@@ -241,6 +259,7 @@ TEST(Kernels, AmxEmulatorRefusesWhatTheHardwareRefuses) {
   EXPECT_TRUE(dp_refused(15, 32, 8, 64, 16, 64));
   EXPECT_TRUE(dp_refused(16, 32, 4, 64, 16, 64));
   EXPECT_TRUE(dp_refused(16, 32, 8, 32, 16, 64));
+  EXPECT_TRUE(dp_refused(16, 32, 8, 62, 16, 62));  // widths must be whole dwords
 
   // Nothing runs unconfigured: before any LDTILECFG on a thread, after TILERELEASE, or on a tile the
   // configuration left out.
@@ -253,6 +272,27 @@ TEST(Kernels, AmxEmulatorRefusesWhatTheHardwareRefuses) {
   std::thread([&] { EXPECT_THROW(AmxEmulator::store<0>(buf, 64), std::logic_error); }).join();
   AmxEmulator::release();
 }
+
+#if defined(__x86_64__)
+// The start-up check runs the tile code once under fault handlers: where AMX works it passes; on a CPU
+// without AMX the first tile instruction raises SIGILL, which the check reports instead of dying, and the
+// process goes on with its previous handlers.
+TEST(Dispatch, AmxStartupCheckSurvivesAFault) {
+  if (amx_kernels()) {
+    EXPECT_EQ(amx::check_panels(), "");
+    return;
+  }
+  if (cpu_features().amx_tile) GTEST_SKIP() << "AMX present but refused here: " << kernels_reason();
+  struct sigaction before;
+  sigaction(SIGILL, nullptr, &before);
+  const std::string why = amx::check_panels();
+  EXPECT_NE(why.find("SIGILL"), std::string::npos) << why;
+  struct sigaction after;
+  sigaction(SIGILL, nullptr, &after);
+  EXPECT_EQ(before.sa_handler, after.sa_handler);
+  EXPECT_EQ(amx::check_panels(), why) << "a second check after a caught fault";
+}
+#endif
 
 // What the AMX table needs, explained for a Sapphire Rapids server, one whose kernel withholds the tiles
 // (older than 5.16, or a sandbox), and this machine; a refused QVL_ISA=amx names what is missing.

@@ -8,12 +8,17 @@
 //
 // Palette 1 (Intel SDM vol. 1 ch. 18, ISE ch. 3): 8 tiles tmm0-7 of up to 16 rows x 64 bytes; the
 // configuration and the tiles are per-thread state.
+//
+// AmxEmulator lives in an unnamed namespace and builds its messages with snprintf, not std::string: the
+// file that instantiates the kernels is compiled for AVX-512, and an inline function or template it emitted
+// with external linkage could be the copy the linker keeps for code that runs on any x86-64.
 #pragma once
 
+#include <cstdarg>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
-#include <string>
 
 namespace qvl {
 
@@ -29,28 +34,28 @@ static_assert(sizeof(TileConfig) == 64, "LDTILECFG reads 64 bytes");
 
 constexpr int kAmxTiles = 8, kAmxMaxRows = 16, kAmxMaxColsb = 64;
 
+namespace {
+
 class AmxEmulator {
  public:
-  // LDTILECFG: #GP where the palette is not 0 or 1, start_row or a reserved byte is not 0, a tile has
-  // more than 16 rows or 64 bytes per row, rows without bytes or bytes without rows, or a tile beyond
-  // tmm7 is configured. Palette 0 returns the tiles to the init state (as TILERELEASE).
+  // LDTILECFG: #GP where the palette is not 0 or 1, a reserved byte is not 0, a tile has more than 16 rows
+  // or 64 bytes per row, rows without bytes or bytes without rows, or a tile beyond tmm7 is configured.
+  // Palette 0 returns the tiles to the init state (as TILERELEASE). start_row is where an interrupted
+  // TILELOADD/TILESTORED resumes; the next one starts there and leaves it 0.
   static void configure(const TileConfig& c) {
     State& s = state();
-    if (c.palette_id > 1) fault("ldtilecfg", "palette " + std::to_string(c.palette_id) + "; expected 0 or 1");
+    if (c.palette_id > 1) fault("ldtilecfg", "palette %d; expected 0 or 1", c.palette_id);
     if (c.palette_id == 0) {
       release();
       return;
     }
-    if (c.start_row != 0) fault("ldtilecfg", "start_row " + std::to_string(c.start_row) + "; expected 0");
     for (uint8_t r : c.reserved)
       if (r) fault("ldtilecfg", "a non-zero reserved byte");
     for (int t = 0; t < 16; ++t) {
-      const std::string tile = "tmm" + std::to_string(t);
-      if (t >= kAmxTiles && (c.rows[t] || c.colsb[t])) fault("ldtilecfg", tile + " configured; palette 1 has 8 tiles");
-      if (c.rows[t] > kAmxMaxRows) fault("ldtilecfg", tile + " has " + std::to_string(c.rows[t]) + " rows; at most 16");
-      if (c.colsb[t] > kAmxMaxColsb)
-        fault("ldtilecfg", tile + " has " + std::to_string(c.colsb[t]) + " bytes per row; at most 64");
-      if ((c.rows[t] == 0) != (c.colsb[t] == 0)) fault("ldtilecfg", tile + " has rows without bytes or bytes without rows");
+      if (t >= kAmxTiles && (c.rows[t] || c.colsb[t])) fault("ldtilecfg", "tmm%d configured; palette 1 has 8 tiles", t);
+      if (c.rows[t] > kAmxMaxRows) fault("ldtilecfg", "tmm%d has %d rows; at most 16", t, c.rows[t]);
+      if (c.colsb[t] > kAmxMaxColsb) fault("ldtilecfg", "tmm%d has %d bytes per row; at most 64", t, c.colsb[t]);
+      if ((c.rows[t] == 0) != (c.colsb[t] == 0)) fault("ldtilecfg", "tmm%d has rows without bytes or bytes without rows", t);
     }
     s.cfg = c;
     s.configured = true;
@@ -71,9 +76,10 @@ class AmxEmulator {
     static_assert(T >= 0 && T < kAmxTiles);
     State& s = state();
     need(s, T, "tileloadd");
-    std::memset(s.tile[T], 0, sizeof(s.tile[T]));
-    for (int r = 0; r < s.cfg.rows[T]; ++r)
+    for (int r = s.cfg.start_row; r < kAmxMaxRows; ++r) std::memset(s.tile[T][r], 0, kAmxMaxColsb);
+    for (int r = s.cfg.start_row; r < s.cfg.rows[T]; ++r)
       std::memcpy(s.tile[T][r], static_cast<const uint8_t*>(p) + r * stride, s.cfg.colsb[T]);
+    s.cfg.start_row = 0;
   }
 
   // TILESTORED: row r of tile T to p + r * stride (colsb bytes).
@@ -82,7 +88,9 @@ class AmxEmulator {
     static_assert(T >= 0 && T < kAmxTiles);
     State& s = state();
     need(s, T, "tilestored");
-    for (int r = 0; r < s.cfg.rows[T]; ++r) std::memcpy(static_cast<uint8_t*>(p) + r * stride, s.tile[T][r], s.cfg.colsb[T]);
+    for (int r = s.cfg.start_row; r < s.cfg.rows[T]; ++r)
+      std::memcpy(static_cast<uint8_t*>(p) + r * stride, s.tile[T][r], s.cfg.colsb[T]);
+    s.cfg.start_row = 0;
   }
 
   // TILEZERO.
@@ -92,11 +100,12 @@ class AmxEmulator {
     State& s = state();
     need(s, T, "tilezero");
     std::memset(s.tile[T], 0, sizeof(s.tile[T]));
+    s.cfg.start_row = 0;
   }
 
   // TDPBSSD C += A · B on signed bytes: C[m][n] += sum over k < A.colsb / 4 and j < 4 of A[m][4k + j] *
-  // B[k][4n + j], int32 wrapping. #UD unless the three tiles differ, are configured, and A.rows == C.rows,
-  // A.colsb == 4 B.rows, B.colsb == C.colsb.
+  // B[k][4n + j], int32 wrapping. #UD unless the three tiles differ, are configured, their widths are whole
+  // dwords, and A.rows == C.rows, A.colsb == 4 B.rows, B.colsb == C.colsb.
   template <int C, int A, int B>
   static void dpbssd() {
     static_assert(C >= 0 && C < kAmxTiles && A >= 0 && A < kAmxTiles && B >= 0 && B < kAmxTiles);
@@ -106,14 +115,12 @@ class AmxEmulator {
     need(s, A, "tdpbssd");
     need(s, B, "tdpbssd");
     const TileConfig& g = s.cfg;
-    if (g.rows[A] != g.rows[C])
-      fault("tdpbssd", "A has " + std::to_string(g.rows[A]) + " rows, C " + std::to_string(g.rows[C]) + "; expected equal");
+    for (int t : {A, B, C})
+      if (g.colsb[t] % 4) fault("tdpbssd", "tmm%d has %d bytes per row; expected a multiple of 4", t, g.colsb[t]);
+    if (g.rows[A] != g.rows[C]) fault("tdpbssd", "A has %d rows, C %d; expected equal", g.rows[A], g.rows[C]);
     if (g.colsb[A] != 4 * g.rows[B])
-      fault("tdpbssd", "A has " + std::to_string(g.colsb[A]) + " bytes per row; expected 4 x B's " +
-                           std::to_string(g.rows[B]) + " rows");
-    if (g.colsb[B] != g.colsb[C])
-      fault("tdpbssd", "B has " + std::to_string(g.colsb[B]) + " bytes per row, C " + std::to_string(g.colsb[C]) +
-                           "; expected equal");
+      fault("tdpbssd", "A has %d bytes per row; expected 4 x B's %d rows", g.colsb[A], g.rows[B]);
+    if (g.colsb[B] != g.colsb[C]) fault("tdpbssd", "B has %d bytes per row, C %d; expected equal", g.colsb[B], g.colsb[C]);
     for (int m = 0; m < g.rows[C]; ++m)
       for (int n = 0; n < g.colsb[C] / 4; ++n) {
         uint32_t acc;
@@ -124,6 +131,7 @@ class AmxEmulator {
                                          int32_t{static_cast<int8_t>(s.tile[B][k][4 * n + j])});
         std::memcpy(&s.tile[C][m][4 * n], &acc, 4);
       }
+    s.cfg.start_row = 0;
   }
 
  private:
@@ -138,11 +146,19 @@ class AmxEmulator {
   }
   static void need(const State& s, int t, const char* insn) {
     if (!s.configured) fault(insn, "the tiles are not configured (no LDTILECFG since the last TILERELEASE)");
-    if (s.cfg.rows[t] == 0) fault(insn, "tmm" + std::to_string(t) + " is not configured");
+    if (s.cfg.rows[t] == 0) fault(insn, "tmm%d is not configured", t);
   }
-  [[noreturn]] static void fault(const char* insn, const std::string& what) {
-    throw std::logic_error(std::string("AMX emulation: ") + insn + ": " + what);
+  [[noreturn]] __attribute__((format(printf, 2, 3))) static void fault(const char* insn, const char* fmt, ...) {
+    char what[160];
+    va_list args;
+    va_start(args, fmt);
+    std::vsnprintf(what, sizeof(what), fmt, args);
+    va_end(args);
+    char msg[200];
+    std::snprintf(msg, sizeof(msg), "AMX emulation: %s: %s", insn, what);
+    throw std::logic_error(msg);
   }
 };
 
+}  // namespace
 }  // namespace qvl

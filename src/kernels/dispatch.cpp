@@ -22,6 +22,16 @@
 namespace qvl {
 
 #if defined(__x86_64__)
+constexpr long kArchGetXcompPerm = 0x1022;  // asm/prctl.h ARCH_GET_XCOMP_PERM
+constexpr long kArchReqXcompPerm = 0x1023;  // ARCH_REQ_XCOMP_PERM
+constexpr long kXfeatureXtileData = 18;     // the XSAVE component of the tile data
+
+// Why a table whose needs are all met is not used (its start-up check failed); empty otherwise.
+std::string& amx_refusal() {
+  static std::string why;
+  return why;
+}
+
 namespace avxvnni {  // x86_avxvnni.cpp
 void gemm_q8_0x8(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
                  int64_t ldy, int mr);
@@ -124,14 +134,19 @@ void gemm_q5_k_panel_emulated(const BlockQ5_Kx8* w, int ngroups, const int8_t* x
                               int64_t nb, int64_t n, float* y, int64_t ldy);
 void gemm_q6_k_panel_emulated(const BlockQ6_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
                               int64_t nb, int64_t n, float* y, int64_t ldy);
-bool panels_match_reference();
+std::string check_panels();  // x86_amx_check.cpp
 }  // namespace amx
 
 const KernelTable* amx_kernels() {
   const KernelTable* base = avx512vnni_kernels();
   const CpuFeatures f = cpu_features();
-  if (!base || !(f.amx_tile && f.amx_int8 && f.os_amx && f.amx_palette && f.amx_permitted)) return nullptr;
+  if (!base || !(f.amx_tile && f.amx_int8 && f.os_amx && f.amx_palette)) return nullptr;
   static const KernelTable* table = [base]() -> const KernelTable* {
+    // Linux 5.16+ hands out the tile data per process on request, asked for only now that the table is
+    // wanted (a process with the permission pays for it in every signal frame); without it a tile
+    // instruction faults.
+    if (!cpu_features().amx_permitted) syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtileData);
+    if (!cpu_features().amx_permitted) return nullptr;
     static KernelTable t = *base;
     t.name = "amx";
     t.gemm_q8_0_panel = amx::gemm_q8_0_panel;
@@ -139,9 +154,9 @@ const KernelTable* amx_kernels() {
     t.gemm_q4_k_panel = amx::gemm_q4_k_panel;
     t.gemm_q5_k_panel = amx::gemm_q5_k_panel;
     t.gemm_q6_k_panel = amx::gemm_q6_k_panel;
-    // Tile code that no test here could run is checked where it runs, once, before it is trusted.
-    if (!amx::panels_match_reference()) {
-      std::fprintf(stderr, "qvl: the AMX panel GEMMs disagree with their reference on this machine; not using them\n");
+    if (const std::string why = amx::check_panels(); !why.empty()) {
+      amx_refusal() = why;
+      std::fprintf(stderr, "qvl: not using the AMX kernels: %s\n", why.c_str());
       return nullptr;
     }
     return &t;
@@ -219,11 +234,6 @@ const KernelTable* amx_kernels() { return nullptr; }
 const KernelTable* amx_emulated_kernels() { return nullptr; }
 #endif
 
-#if defined(__x86_64__)
-constexpr long kArchReqXcompPerm = 0x1023;  // asm/prctl.h ARCH_REQ_XCOMP_PERM
-constexpr long kXfeatureXtileData = 18;     // the XSAVE component of the tile data
-#endif
-
 CpuFeatures cpu_features() {
   CpuFeatures f;
 #if defined(__x86_64__)
@@ -255,14 +265,17 @@ CpuFeatures cpu_features() {
     __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     f.os_amx = (lo & (3u << 17)) == (3u << 17);  // XTILECFG and XTILEDATA
   }
-  // Palette 1: bytes_per_row (EBX 15:0), max_names (EBX 31:16), max_rows (ECX 15:0).
-  if (f.amx_tile && __get_cpuid_max(0, nullptr) >= 0x1D && __get_cpuid_count(0x1D, 1, &a, &b, &c, &d))
+  // Palette 1: bytes_per_row (EBX 15:0), max_names (EBX 31:16), max_rows (ECX 15:0); the TMUL unit:
+  // tmul_maxk rows of B (EBX 7:0), tmul_maxn bytes per row (EBX 23:8). The panels use 6 tiles of up to
+  // 16 x 64 bytes and K of 8 rows.
+  if (f.amx_tile && __get_cpuid_max(0, nullptr) >= 0x1E && __get_cpuid_count(0x1D, 1, &a, &b, &c, &d)) {
     f.amx_palette = (b & 0xFFFF) >= 64 && (b >> 16) >= 8 && (c & 0xFFFF) >= 16;
+    if (__get_cpuid_count(0x1E, 0, &a, &b, &c, &d)) f.amx_palette = f.amx_palette && (b & 0xFF) >= 8 && ((b >> 8) & 0xFFFF) >= 64;
+  }
+  // Whether Linux has granted this process the tile data (amx_kernels() asks for it); a query only.
   if (f.amx_tile && f.os_amx) {
-    // Linux 5.16+ hands out the tile data state per process on request; without it a tile instruction
-    // faults. Asked once: the answer does not change.
-    static const bool permitted = syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtileData) == 0;
-    f.amx_permitted = permitted;
+    unsigned long permitted = 0;
+    f.amx_permitted = syscall(SYS_arch_prctl, kArchGetXcompPerm, &permitted) == 0 && (permitted >> kXfeatureXtileData) & 1;
   }
 #elif defined(__aarch64__)
   const unsigned long hw = getauxval(AT_HWCAP);
@@ -298,7 +311,8 @@ const Need kAmxNeeds[] = {{"AVX512F", &CpuFeatures::avx512f},
                           {"AMX-TILE", &CpuFeatures::amx_tile},
                           {"AMX-INT8", &CpuFeatures::amx_int8},
                           {"OS-saved tile state (XCR0 XTILECFG, XTILEDATA)", &CpuFeatures::os_amx},
-                          {"tile palette 1 of 8 tiles x 16 rows x 64 bytes (CPUID 0x1D)", &CpuFeatures::amx_palette},
+                          {"tile palette 1 of 8 tiles x 16 rows x 64 bytes and a TMUL of K 8 x N 64 (CPUID 0x1D, 0x1E)",
+                           &CpuFeatures::amx_palette},
                           {"the kernel's permission to use the tiles (arch_prctl ARCH_REQ_XCOMP_PERM, Linux 5.16+)",
                            &CpuFeatures::amx_permitted}};
 
@@ -355,8 +369,11 @@ std::vector<std::string> missing(const TableSpec& t, const CpuFeatures& f) {
 // needs, the table's own start-up check failed (the AMX panels against their slow twins).
 std::string why_not(const TableSpec& t, const CpuFeatures& f) {
   const std::vector<std::string> m = missing(t, f);
-  if (m.empty()) return "its kernels failed their start-up check against the generic ones";
-  return "lacks " + joined(m);
+  if (!m.empty()) return "lacks " + joined(m);
+#if defined(__x86_64__)
+  if (!std::strcmp(t.name, "amx") && !amx_refusal().empty()) return amx_refusal();
+#endif
+  return "its kernels failed their start-up check";
 }
 
 struct Choice {
@@ -366,6 +383,12 @@ struct Choice {
 
 const Choice& choice() {
   static const Choice c = [] {
+    // A forced table is the only one made: another table's start-up (AMX asks the kernel for its tiles and
+    // runs its kernels once) is not what the user asked for.
+    const char* want = std::getenv("QVL_ISA");
+    if (want && *want)
+      for (const TableSpec& t : kSpecs)
+        if (!std::strcmp(want, t.name) && t.make()) return Choice{t.make(), std::string(t.name) + ": forced by QVL_ISA=" + want};
     const CpuFeatures f = cpu_features();
     size_t best = 0;
     for (size_t i = 0; i < std::size(kSpecs); ++i)
@@ -380,12 +403,7 @@ const Choice& choice() {
     for (size_t i = best + 1; i < std::size(kSpecs); ++i)
       if (kSpecs[i].arch == here) why += std::string("; ") + kSpecs[i].name + " not: " + why_not(kSpecs[i], f);
     const KernelTable* table = kSpecs[best].make();
-    const char* want = std::getenv("QVL_ISA");
-    if (want && *want) {
-      for (const TableSpec& t : kSpecs)
-        if (!std::strcmp(want, t.name) && t.make()) return Choice{t.make(), std::string(t.name) + ": forced by QVL_ISA=" + want};
-      std::fprintf(stderr, "qvl: %s; using %s\n", check_isa_request().message().c_str(), table->name);
-    }
+    if (want && *want) std::fprintf(stderr, "qvl: %s; using %s\n", check_isa_request().message().c_str(), table->name);
     return Choice{table, why};
   }();
   return c;

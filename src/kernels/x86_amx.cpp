@@ -18,10 +18,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
-#include <random>
 #include <type_traits>
-#include <vector>
 
 #include "kernels/amx_tiles.h"
 #include "kernels/kernels.h"
@@ -31,12 +30,18 @@ namespace amx {
 namespace {
 
 // The tile instructions themselves (the numbers must be immediates).
+// GCC 12's ldtilecfg and tileloadd asm statements name only their address, not the memory behind it, as
+// input: a compiler barrier first makes every store to the configuration and the staged tiles happen before.
 struct AmxHardware {
-  static void configure(const TileConfig& c) { _tile_loadconfig(&c); }
+  static void configure(const TileConfig& c) {
+    asm volatile("" ::: "memory");
+    _tile_loadconfig(&c);
+  }
   static void release() { _tile_release(); }
   template <int T>
   static void load(const void* p, int64_t stride) {
     static_assert(T == 0 || T == 1 || T == 3 || T == 4, "the panel loads A and B tiles only");
+    asm volatile("" ::: "memory");
     if constexpr (T == 0) _tile_loadd(0, p, stride);
     else if constexpr (T == 1) _tile_loadd(1, p, stride);
     else if constexpr (T == 3) _tile_loadd(3, p, stride);
@@ -71,17 +76,34 @@ constexpr int kBTileBytes = 512;  // one block of 16 columns: 8 rows x 64 bytes
 // (each its own product, K 16 bytes) as sc1 C1 + sc2 C2, then acc = fma(d xd, isum, acc).
 enum class Kind { kQ0, kQ45K, kQ6K };
 
-// Per block b of the call's one or two groups (a missing second group staged as zeros).
+// Per block b of the call's one or two groups (a missing second group staged as zeros), in buffers that
+// only grow. Plain arrays: a std::vector instantiated in this file (compiled for AVX-512) could be the copy
+// the linker keeps for all code.
 struct Staged {
-  std::vector<int8_t> q;     // [nb, 8, 64] B tiles: row t = values 4t..4t+3 of each of the 16 columns
-  std::vector<float> d;      // [nb, 16] the block's (or super-block's) d
-  std::vector<float> dmin;   // [nb, 16] Q4_K/Q5_K: the super-block's dmin
-  std::vector<int32_t> sc;   // [nb, 16] Q4_K/Q5_K: sub-block scale; Q6_K: the first half's scale
-  std::vector<int32_t> sc2;  // [nb, 16] Q4_K/Q5_K: sub-block min; Q6_K: the second half's scale
-  void resize(int64_t nb) {
-    q.resize(static_cast<size_t>(nb * kBTileBytes));
-    for (auto* v : {&d, &dmin}) v->resize(static_cast<size_t>(nb * kCols));
-    for (auto* v : {&sc, &sc2}) v->resize(static_cast<size_t>(nb * kCols));
+  int8_t* q = nullptr;     // [nb, 8, 64] B tiles: row t = values 4t..4t+3 of each of the 16 columns
+  float* d = nullptr;      // [nb, 16] the block's (or super-block's) d
+  float* dmin = nullptr;   // [nb, 16] Q4_K/Q5_K: the super-block's dmin
+  int32_t* sc = nullptr;   // [nb, 16] Q4_K/Q5_K: sub-block scale; Q6_K: the first half's scale
+  int32_t* sc2 = nullptr;  // [nb, 16] Q4_K/Q5_K: sub-block min; Q6_K: the second half's scale
+  int64_t capacity = 0;    // blocks
+  void* mem = nullptr;
+
+  Staged() = default;
+  Staged(const Staged&) = delete;
+  Staged& operator=(const Staged&) = delete;
+  ~Staged() { std::free(mem); }
+  void reserve(int64_t nb) {
+    if (nb <= capacity) return;
+    std::free(mem);
+    const size_t per_block = kBTileBytes + 2 * kCols * sizeof(float) + 2 * kCols * sizeof(int32_t);
+    mem = std::aligned_alloc(64, static_cast<size_t>(nb) * per_block);
+    QVL_CHECK(mem != nullptr);
+    capacity = nb;
+    q = static_cast<int8_t*>(mem);
+    d = reinterpret_cast<float*>(q + nb * kBTileBytes);
+    dmin = d + nb * kCols;
+    sc = reinterpret_cast<int32_t*>(dmin + nb * kCols);
+    sc2 = sc + nb * kCols;
   }
 };
 
@@ -120,7 +142,7 @@ inline void store32(int8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast
 void stage_q8_0(const BlockQ8_0x8* w, int ngroups, int64_t nb, Staged& st) {
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ8_0x8* g1 = ngroups == 2 ? &w[nb + b] : nullptr;
-    int8_t* dst = st.q.data() + b * kBTileBytes;
+    int8_t* dst = st.q + b * kBTileBytes;
     for (int t = 0; t < 8; ++t) {
       store32(dst + 64 * t, load32(w[b].qs + 32 * t));
       store32(dst + 64 * t + 32, g1 ? load32(g1->qs + 32 * t) : _mm256_setzero_si256());
@@ -135,7 +157,7 @@ void stage_q4_0(const BlockQ4_0x8* w, int ngroups, int64_t nb, Staged& st) {
   const __m256i low4 = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ4_0x8* g1 = ngroups == 2 ? &w[nb + b] : nullptr;
-    int8_t* dst = st.q.data() + b * kBTileBytes;
+    int8_t* dst = st.q + b * kBTileBytes;
     for (int half = 0; half < 2; ++half) {
       const BlockQ4_0x8* g = half == 0 ? &w[b] : g1;
       for (int s = 0; s < 4; ++s) {
@@ -168,7 +190,7 @@ void stage_q45_k(const Block* w, int ngroups, int64_t nb, Staged& st) {
         for (int c = 0; c < 8; ++c) d[c] = f16_to_f32(blk->d[c]), dmin[c] = f16_to_f32(blk->dmin[c]);
       for (int j = 0; j < 8; ++j) {
         const int64_t b = 8 * s + j;
-        int8_t* dst = st.q.data() + b * kBTileBytes + 32 * half;
+        int8_t* dst = st.q + b * kBTileBytes + 32 * half;
         for (int t = 0; t < 8; ++t) {
           __m256i v = _mm256_setzero_si256();
           if (blk) {
@@ -210,7 +232,7 @@ void stage_q6_k(const BlockQ6_Kx8* w, int ngroups, int64_t nb, Staged& st) {
       for (int j = 0; j < 8; ++j) {
         const int64_t b = 8 * s + j;
         const int h = j / 4, g = j % 4, e = g % 2;
-        int8_t* dst = st.q.data() + b * kBTileBytes + 32 * half;
+        int8_t* dst = st.q + b * kBTileBytes + 32 * half;
         for (int t = 0; t < 8; ++t) {
           __m256i v = _mm256_setzero_si256();
           if (blk) {
@@ -262,7 +284,7 @@ void panel_tile(const Staged& st, const int8_t* xq, const float* xd, const int32
         }
       }
   };
-  const int8_t* bq = st.q.data();
+  const int8_t* bq = st.q;
   if constexpr (kKind == Kind::kQ6K) {
     // Each block's two halves (16 values) on the two tile sets.
     for (int64_t b = 0; b < nb; ++b) {
@@ -314,7 +336,7 @@ template <class Tiles, Kind kKind, class Block, void (*Stage)(const Block*, int,
 void gemm_panel(const Block* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
                 int64_t n, float* y, int64_t ldy) {
   thread_local Staged st;
-  st.resize(nb);
+  st.reserve(nb);
   Stage(w, ngroups, nb, st);
   const int kbytes = kKind == Kind::kQ6K ? kQK / 2 : kQK;
   int configured = 0;
@@ -359,67 +381,6 @@ void gemm_panel(const Block* w, int ngroups, const int8_t* xq, const float* xd, 
 QVL_AMX_PANELS(, AmxHardware)
 QVL_AMX_PANELS(_emulated, AmxEmulator)
 #undef QVL_AMX_PANELS
-
-namespace {
-
-// Blocks of random bytes (every value, so every q8_0 value, nibble and scale code) with valid f16 scales.
-template <class Block>
-std::vector<Block> random_blocks(int64_t count, std::mt19937& rng) {
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(0.001f, 0.1f);
-  std::vector<Block> v(static_cast<size_t>(count));
-  for (Block& b : v) {
-    auto* bytes = reinterpret_cast<uint8_t*>(&b);
-    for (size_t i = 0; i < sizeof(Block); ++i) bytes[i] = static_cast<uint8_t>(byte(rng));
-    for (uint16_t& d : b.d) d = f32_to_f16(scale(rng));
-    if constexpr (requires { b.dmin; })
-      for (uint16_t& d : b.dmin) d = f32_to_f16(scale(rng));
-  }
-  return v;
-}
-
-// One panel against its slow twin on n activation rows of nb blocks, one group and two: bit for bit.
-template <class Block>
-bool panel_matches(void (*panel)(const Block*, int, const int8_t*, const float*, const int32_t*, int64_t, int64_t, float*, int64_t),
-                   void (*ref)(const Block*, int, const int8_t*, const float*, const int32_t*, int64_t, int64_t, float*, int64_t),
-                   int64_t nb, int64_t blocks_per_group, std::mt19937& rng) {
-  constexpr int64_t n = 2 * kRows + 5;  // two full tiles and a tail
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(0.001f, 0.1f);
-  std::vector<int8_t> xq(static_cast<size_t>(n * nb * kQK));
-  std::vector<float> xd(static_cast<size_t>(n * nb));
-  std::vector<int32_t> xsum(static_cast<size_t>(n * nb));
-  for (int64_t i = 0; i < n * nb; ++i) {
-    int32_t sum = 0;
-    for (int j = 0; j < kQK; ++j) sum += xq[static_cast<size_t>(i * kQK + j)] = static_cast<int8_t>(byte(rng) - 128);
-    xsum[static_cast<size_t>(i)] = sum;
-    xd[static_cast<size_t>(i)] = scale(rng);
-  }
-  const std::vector<Block> w = random_blocks<Block>(2 * blocks_per_group, rng);
-  for (int ngroups : {1, 2}) {
-    std::vector<float> got(static_cast<size_t>(n * kCols), -1.0f), want = got;
-    panel(w.data(), ngroups, xq.data(), xd.data(), xsum.data(), nb, n, got.data(), kCols);
-    ref(w.data(), ngroups, xq.data(), xd.data(), xsum.data(), nb, n, want.data(), kCols);
-    if (std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) != 0) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
-// The hardware panels against their slow twins, once: an odd and an even block count for q8_0/q4_0, two
-// super-blocks for the K-quants.
-bool panels_match_reference() {
-  std::mt19937 rng(20261201);
-  for (int64_t nb : {3, 4}) {
-    if (!panel_matches<BlockQ8_0x8>(gemm_q8_0_panel, gemm_q8_0_panel_ref, nb, nb, rng)) return false;
-    if (!panel_matches<BlockQ4_0x8>(gemm_q4_0_panel, gemm_q4_0_panel_ref, nb, nb, rng)) return false;
-  }
-  constexpr int64_t nb = 16;
-  return panel_matches<BlockQ4_Kx8>(gemm_q4_k_panel, gemm_q4_k_panel_ref, nb, nb / 8, rng) &&
-         panel_matches<BlockQ5_Kx8>(gemm_q5_k_panel, gemm_q5_k_panel_ref, nb, nb / 8, rng) &&
-         panel_matches<BlockQ6_Kx8>(gemm_q6_k_panel, gemm_q6_k_panel_ref, nb, nb / 8, rng);
-}
 
 }  // namespace amx
 }  // namespace qvl
