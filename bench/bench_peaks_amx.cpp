@@ -19,9 +19,10 @@ void peak_amx(benchmark::State& state, int kbytes) {
     c.rows[t] = static_cast<uint8_t>(t == 2 || t == 3 ? kbytes / 4 : 16);
     c.colsb[t] = static_cast<uint16_t>(t < 2 ? kbytes : 64);
   }
-  _tile_loadconfig(&c);
   alignas(64) int8_t src[16 * 64];
   for (int i = 0; i < 16 * 64; ++i) src[i] = static_cast<int8_t>(i % 7 - 3);
+  asm volatile("" ::: "memory");  // GCC 12's ldtilecfg and tileloadd name no memory input
+  _tile_loadconfig(&c);
   _tile_loadd(0, src, 64);
   _tile_loadd(1, src, 64);
   _tile_loadd(2, src, 64);

@@ -366,14 +366,14 @@ std::vector<std::string> missing(const TableSpec& t, const CpuFeatures& f) {
 }
 
 // Why a table the machine cannot run is refused: "lacks AVX_VNNI", or where it has everything the table
-// needs, the table's own start-up check failed (the AMX panels against their slow twins).
+// needs, "failed its start-up check: ..." (the AMX panels against their slow twins).
 std::string why_not(const TableSpec& t, const CpuFeatures& f) {
   const std::vector<std::string> m = missing(t, f);
   if (!m.empty()) return "lacks " + joined(m);
 #if defined(__x86_64__)
-  if (!std::strcmp(t.name, "amx") && !amx_refusal().empty()) return amx_refusal();
+  if (!std::strcmp(t.name, "amx") && !amx_refusal().empty()) return "failed its start-up check: " + amx_refusal();
 #endif
-  return "its kernels failed their start-up check";
+  return "failed its start-up check";
 }
 
 struct Choice {
@@ -389,10 +389,10 @@ const Choice& choice() {
     if (want && *want)
       for (const TableSpec& t : kSpecs)
         if (!std::strcmp(want, t.name) && t.make()) return Choice{t.make(), std::string(t.name) + ": forced by QVL_ISA=" + want};
-    const CpuFeatures f = cpu_features();
     size_t best = 0;
     for (size_t i = 0; i < std::size(kSpecs); ++i)
       if (kSpecs[i].make()) best = i;
+    const CpuFeatures f = cpu_features();  // after make(): the AMX table asks for the tiles' permission
     std::string why = std::string(kSpecs[best].name) + ": the best table this machine runs";
     if (best > 0) why += " (it has " + needs_text(kSpecs[best]) + ")";
 #if defined(__aarch64__)

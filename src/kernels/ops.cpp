@@ -139,7 +139,7 @@ void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, 
   const int64_t groups = m / 8;
   const int64_t chunk = std::clamp<int64_t>(groups / (8 * pool.size()) / 2 * 2, 2, 16);
   // A table with panel GEMMs (AMX) takes a row block of a pair of groups in one call.
-  const bool use_panel = n >= kPanelMinRows && [&] {
+  const bool has_panel = [&] {
     switch (w.type) {
       case WeightType::kQ8_0: return K.gemm_q8_0_panel != nullptr;
       case WeightType::kQ4_0: return K.gemm_q4_0_panel != nullptr;
@@ -154,7 +154,7 @@ void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, 
       // Pairs of groups (16 columns, one 512-bit register per row where the table has them), then a single.
       for (int64_t g = g0; g < g1; g += 2) {
         const bool pair = g + 1 < g1;
-        if (use_panel) {
+        if (has_panel && r1 - r0 >= kPanelMinRows) {
           const void* wg = w.group(g);
           const int groups_now = pair ? 2 : 1;
           const int8_t* qr = q + r0 * k;

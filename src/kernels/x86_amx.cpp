@@ -18,6 +18,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -97,7 +98,10 @@ struct Staged {
     std::free(mem);
     const size_t per_block = kBTileBytes + 2 * kCols * sizeof(float) + 2 * kCols * sizeof(int32_t);
     mem = std::aligned_alloc(64, static_cast<size_t>(nb) * per_block);
-    QVL_CHECK(mem != nullptr);
+    if (!mem) {
+      std::fputs("qvl: out of memory staging AMX weight tiles\n", stderr);
+      std::abort();
+    }
     capacity = nb;
     q = static_cast<int8_t*>(mem);
     d = reinterpret_cast<float*>(q + nb * kBTileBytes);
@@ -186,8 +190,15 @@ void stage_q45_k(const Block* w, int ngroups, int64_t nb, Staged& st) {
     for (int half = 0; half < 2; ++half) {
       const Block* blk = half == 0 ? &w[s] : ngroups == 2 ? &w[ns + s] : nullptr;
       float d[8] = {}, dmin[8] = {};
+      uint8_t sc[8][8] = {}, mins[8][8] = {};  // [column, sub-block]
       if (blk)
-        for (int c = 0; c < 8; ++c) d[c] = f16_to_f32(blk->d[c]), dmin[c] = f16_to_f32(blk->dmin[c]);
+        for (int c = 0; c < 8; ++c) {
+          d[c] = f16_to_f32(blk->d[c]);
+          dmin[c] = f16_to_f32(blk->dmin[c]);
+          uint8_t packed[12];
+          for (int k = 0; k < 3; ++k) std::memcpy(packed + 4 * k, &blk->scales[k][c], 4);
+          kquant_scales_mins(packed, sc[c], mins[c]);
+        }
       for (int j = 0; j < 8; ++j) {
         const int64_t b = 8 * s + j;
         int8_t* dst = st.q + b * kBTileBytes + 32 * half;
@@ -205,16 +216,10 @@ void stage_q45_k(const Block* w, int ngroups, int64_t nb, Staged& st) {
         }
         for (int c = 0; c < 8; ++c) {
           const size_t at = static_cast<size_t>(b * kCols + 8 * half + c);
-          uint8_t sc = 0, m = 0;
-          if (blk) {
-            uint8_t packed[12];
-            for (int k = 0; k < 3; ++k) std::memcpy(packed + 4 * k, &blk->scales[k][c], 4);
-            kquant_scale_min(j, packed, &sc, &m);
-          }
           st.d[at] = d[c];
           st.dmin[at] = dmin[c];
-          st.sc[at] = sc;
-          st.sc2[at] = m;
+          st.sc[at] = sc[c][j];
+          st.sc2[at] = mins[c][j];
         }
       }
     }

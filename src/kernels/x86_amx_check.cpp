@@ -2,9 +2,13 @@
 // where it runs, once, before it is trusted. Its panels must equal their slow twins bit for bit on random
 // blocks, and a fault while they run (a CPU or hypervisor that advertises AMX and does not run it) is
 // caught and reported instead of killing the process. Compiled for baseline x86-64, like dispatch.cpp.
+#include <xmmintrin.h>
+
 #include <csetjmp>
 #include <csignal>
 #include <cstring>
+#include <iterator>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -54,9 +58,60 @@ const Block* random_blocks(Buffers& b, int64_t count, std::mt19937& rng) {
 template <class Block>
 using Panel = void (*)(const Block*, int, const int8_t*, const float*, const int32_t*, int64_t, int64_t, float*, int64_t);
 
-// One panel against its slow twin on two full 16-row tiles and a tail of 5, one group and two.
+// One thread's faults (raised by its own instructions, not sent by kill) jump back to where guarded() was
+// called; any other fault goes to the handler that was there before. One check at a time: the handlers are
+// the process's.
+constexpr int kSignals[] = {SIGILL, SIGSEGV, SIGBUS, SIGFPE};
+struct sigaction g_previous[std::size(kSignals)];
+std::mutex g_checking;
+thread_local sigjmp_buf* t_probe = nullptr;
+
+void on_fault(int sig, siginfo_t* info, void* context) {
+  if (t_probe && info->si_code > 0) siglongjmp(*t_probe, sig);
+  for (size_t i = 0; i < std::size(kSignals); ++i) {
+    if (kSignals[i] != sig) continue;
+    const struct sigaction& prev = g_previous[i];
+    if (prev.sa_flags & SA_SIGINFO) {
+      prev.sa_sigaction(sig, info, context);
+    } else if (prev.sa_handler == SIG_DFL) {
+      std::signal(sig, SIG_DFL);  // the faulting instruction runs again and takes the default action
+    } else if (prev.sa_handler != SIG_IGN) {
+      prev.sa_handler(sig);
+    }
+  }
+}
+
+// Runs call(arg) and returns 0, or the signal its instructions raised. Nothing here is changed between
+// sigsetjmp and the jump back.
+int guarded(void (*call)(void*), void* arg) {
+  sigjmp_buf jump;
+  if (const int sig = sigsetjmp(jump, 1); sig != 0) {
+    t_probe = nullptr;
+    return sig;
+  }
+  t_probe = &jump;
+  call(arg);
+  t_probe = nullptr;
+  return 0;
+}
+
 template <class Block>
-bool panel_matches(Buffers& b, Panel<Block> panel, Panel<Block> ref, int64_t nb, int64_t blocks_per_group, std::mt19937& rng) {
+struct PanelCall {
+  Panel<Block> panel;
+  const Block* w;
+  int ngroups;
+  Buffers* b;
+  int64_t nb, n, ldy;
+  static void run(void* self) {
+    const PanelCall& c = *static_cast<PanelCall*>(self);
+    c.panel(c.w, c.ngroups, c.b->xq.data(), c.b->xd.data(), c.b->xsum.data(), c.nb, c.n, c.b->got.data(), c.ldy);
+  }
+};
+
+// One panel against its slow twin on two full 16-row tiles and a tail of 5, one group and two: 0 when
+// they agree, -1 when they differ, else the signal the panel raised. Only the panel runs guarded.
+template <class Block>
+int panel_matches(Buffers& b, Panel<Block> panel, Panel<Block> ref, int64_t nb, int64_t blocks_per_group, std::mt19937& rng) {
   constexpr int64_t n = 37, ldy = 16;
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> scale(0.001f, 0.1f);
@@ -73,61 +128,54 @@ bool panel_matches(Buffers& b, Panel<Block> panel, Panel<Block> ref, int64_t nb,
   for (int ngroups : {1, 2}) {
     b.got.assign(static_cast<size_t>(n * ldy), -1.0f);
     b.want.assign(static_cast<size_t>(n * ldy), -1.0f);
-    panel(w, ngroups, b.xq.data(), b.xd.data(), b.xsum.data(), nb, n, b.got.data(), ldy);
     ref(w, ngroups, b.xq.data(), b.xd.data(), b.xsum.data(), nb, n, b.want.data(), ldy);
-    if (std::memcmp(b.got.data(), b.want.data(), b.got.size() * sizeof(float)) != 0) return false;
+    PanelCall<Block> call{panel, w, ngroups, &b, nb, n, ldy};
+    if (const int sig = guarded(PanelCall<Block>::run, &call)) return sig;
+    if (std::memcmp(b.got.data(), b.want.data(), b.got.size() * sizeof(float)) != 0) return -1;
   }
-  return true;
+  return 0;
 }
 
-bool panels_match(Buffers& b) {
+int panels_match(Buffers& b) {
   std::mt19937 rng(20261201);
   for (int64_t nb : {3, 4}) {  // an odd and an even block count
-    if (!panel_matches<BlockQ8_0x8>(b, gemm_q8_0_panel, gemm_q8_0_panel_ref, nb, nb, rng)) return false;
-    if (!panel_matches<BlockQ4_0x8>(b, gemm_q4_0_panel, gemm_q4_0_panel_ref, nb, nb, rng)) return false;
+    if (const int r = panel_matches<BlockQ8_0x8>(b, gemm_q8_0_panel, gemm_q8_0_panel_ref, nb, nb, rng)) return r;
+    if (const int r = panel_matches<BlockQ4_0x8>(b, gemm_q4_0_panel, gemm_q4_0_panel_ref, nb, nb, rng)) return r;
   }
   constexpr int64_t nb = 16;  // two super-blocks
-  return panel_matches<BlockQ4_Kx8>(b, gemm_q4_k_panel, gemm_q4_k_panel_ref, nb, nb / 8, rng) &&
-         panel_matches<BlockQ5_Kx8>(b, gemm_q5_k_panel, gemm_q5_k_panel_ref, nb, nb / 8, rng) &&
-         panel_matches<BlockQ6_Kx8>(b, gemm_q6_k_panel, gemm_q6_k_panel_ref, nb, nb / 8, rng);
-}
-
-// A fault on the checking thread jumps back out of the check; one on any other thread is not ours and
-// gets the default action.
-thread_local sigjmp_buf* t_probe = nullptr;
-void on_fault(int sig) {
-  if (t_probe) siglongjmp(*t_probe, sig);
-  std::signal(sig, SIG_DFL);
-  std::raise(sig);
+  if (const int r = panel_matches<BlockQ4_Kx8>(b, gemm_q4_k_panel, gemm_q4_k_panel_ref, nb, nb / 8, rng)) return r;
+  if (const int r = panel_matches<BlockQ5_Kx8>(b, gemm_q5_k_panel, gemm_q5_k_panel_ref, nb, nb / 8, rng)) return r;
+  return panel_matches<BlockQ6_Kx8>(b, gemm_q6_k_panel, gemm_q6_k_panel_ref, nb, nb / 8, rng);
 }
 
 }  // namespace
 
 // Empty when the panels agree with their twins; else what went wrong. Call only once the process holds the
-// tile permission (amx_kernels() asks for it): without it the first tile instruction faults.
+// tile permission (amx_kernels() asks for it): without it the first tile instruction faults. A caught
+// fault skips the kernel's return from the handler, so the floating-point control state is put back here.
 std::string check_panels() {
-  constexpr int kSignals[] = {SIGILL, SIGSEGV, SIGBUS, SIGFPE};
-  struct sigaction old[4], sa;
+  const std::lock_guard<std::mutex> lock(g_checking);
+  struct sigaction sa;
   std::memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = on_fault;
+  sa.sa_sigaction = on_fault;
+  sa.sa_flags = SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
-  for (int i = 0; i < 4; ++i) sigaction(kSignals[i], &sa, &old[i]);
-  Buffers buffers;
-  sigjmp_buf jump;
-  const char* disagree = nullptr;
-  std::string result;
-  if (const int sig = sigsetjmp(jump, 1); sig == 0) {
-    t_probe = &jump;
-    if (!panels_match(buffers)) disagree = "its panel GEMMs disagree with their scalar twins on this machine";
-    t_probe = nullptr;
-    if (disagree) result = disagree;
-  } else {
-    result = std::string("its panel GEMMs raised ") + (sig == SIGILL ? "SIGILL" : sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : "SIGFPE") +
-             " on this machine";
+  for (size_t i = 0; i < std::size(kSignals); ++i) {
+    std::memset(&g_previous[i], 0, sizeof(g_previous[i]));
+    sigaction(kSignals[i], &sa, &g_previous[i]);
   }
-  t_probe = nullptr;
-  for (int i = 0; i < 4; ++i) sigaction(kSignals[i], &old[i], nullptr);
-  return result;
+  const unsigned mxcsr = _mm_getcsr();
+  uint16_t x87;
+  asm volatile("fnstcw %0" : "=m"(x87));
+  Buffers buffers;
+  const int r = panels_match(buffers);
+  _mm_setcsr(mxcsr);
+  asm volatile("fldcw %0" ::"m"(x87));
+  for (size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &g_previous[i], nullptr);
+  if (r == 0) return "";
+  if (r < 0) return "the panel GEMMs disagree with their scalar twins on this machine";
+  const char* name = r == SIGILL ? "SIGILL" : r == SIGSEGV ? "SIGSEGV" : r == SIGBUS ? "SIGBUS" : "SIGFPE";
+  return std::string("the panel GEMMs raised ") + name + " on this machine";
 }
 
 }  // namespace amx

@@ -308,4 +308,8 @@ void unpack_q6_kx8(const BlockQ6_Kx8* in, int c, int64_t ns, BlockQ6_K* row) {
   }
 }
 
+void kquant_scales_mins(const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  for (int j = 0; j < 8; ++j) kquant_scale_min(j, q, &sc[j], &m[j]);
+}
+
 }  // namespace qvl

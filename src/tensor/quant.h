@@ -99,6 +99,9 @@ inline void kquant_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   }
 }
 
+// kquant_scale_min for all 8 sub-blocks at once (out of line, for the kernel files).
+void kquant_scales_mins(const uint8_t* q, uint8_t* sc, uint8_t* m);
+
 // Eight rows of K-quant super-blocks interleaved for the integer GEMM tiles, as BlockQ4_0x8 does for Q4_0:
 // one 32-byte load holds 4 consecutive values of each of the 8 rows (one int32 lane per row). Each x8
 // block is exactly the size of the 8 blocks it holds.

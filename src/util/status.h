@@ -61,11 +61,9 @@ class Result {
   std::variant<T, Status> v_;
 };
 
-[[noreturn]] inline void check_failed(const char* expr, const char* file, int line, const char* msg) {
-  std::fprintf(stderr, "qvl: internal error at %s:%d: check failed: %s%s%s\n", file, line, expr,
-               msg[0] ? ": " : "", msg);
-  std::abort();
-}
+// Prints where and aborts. Out of line (util/status.cpp): an inline copy emitted by a kernel file compiled
+// for AVX-512 could be the one the linker keeps for every caller.
+[[noreturn]] void check_failed(const char* expr, const char* file, int line, const char* msg);
 
 }  // namespace qvl
 
