@@ -18,14 +18,12 @@
 #include "kernels/amx_tiles.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
+#if defined(__x86_64__)
+#include "kernels/x86_amx.h"
+#endif
 #include "util/thread_pool.h"
 
 namespace qvl {
-#if defined(__x86_64__)
-namespace amx {
-std::string check_panels();  // x86_amx_check.cpp
-}  // namespace amx
-#endif
 
 namespace {
 

@@ -14,6 +14,8 @@
 #include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "kernels/x86_amx.h"
 #elif defined(__aarch64__)
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
@@ -113,29 +115,6 @@ const KernelTable* avx512vnni_kernels() {
   return &table;
 }
 
-namespace amx {  // x86_amx.cpp
-void gemm_q8_0_panel(const BlockQ8_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                     int64_t nb, int64_t n, float* y, int64_t ldy);
-void gemm_q4_0_panel(const BlockQ4_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                     int64_t nb, int64_t n, float* y, int64_t ldy);
-void gemm_q8_0_panel_emulated(const BlockQ8_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                              int64_t nb, int64_t n, float* y, int64_t ldy);
-void gemm_q4_0_panel_emulated(const BlockQ4_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                              int64_t nb, int64_t n, float* y, int64_t ldy);
-void gemm_q4_k_panel(const BlockQ4_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                     int64_t nb, int64_t n, float* y, int64_t ldy);
-void gemm_q5_k_panel(const BlockQ5_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                     int64_t nb, int64_t n, float* y, int64_t ldy);
-void gemm_q6_k_panel(const BlockQ6_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                     int64_t nb, int64_t n, float* y, int64_t ldy);
-void gemm_q4_k_panel_emulated(const BlockQ4_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                              int64_t nb, int64_t n, float* y, int64_t ldy);
-void gemm_q5_k_panel_emulated(const BlockQ5_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                              int64_t nb, int64_t n, float* y, int64_t ldy);
-void gemm_q6_k_panel_emulated(const BlockQ6_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                              int64_t nb, int64_t n, float* y, int64_t ldy);
-std::string check_panels();  // x86_amx_check.cpp
-}  // namespace amx
 
 const KernelTable* amx_kernels() {
   const KernelTable* base = avx512vnni_kernels();
@@ -303,12 +282,7 @@ const Need kAvx512VnniNeeds[] = {{"AVX512F", &CpuFeatures::avx512f},
                                  {"AVX512VL", &CpuFeatures::avx512vl},
                                  {"AVX512_VNNI", &CpuFeatures::avx512vnni},
                                  {"OS-saved ZMM and opmask state (XCR0)", &CpuFeatures::os_zmm}};
-const Need kAmxNeeds[] = {{"AVX512F", &CpuFeatures::avx512f},
-                          {"AVX512BW", &CpuFeatures::avx512bw},
-                          {"AVX512VL", &CpuFeatures::avx512vl},
-                          {"AVX512_VNNI", &CpuFeatures::avx512vnni},
-                          {"OS-saved ZMM and opmask state (XCR0)", &CpuFeatures::os_zmm},
-                          {"AMX-TILE", &CpuFeatures::amx_tile},
+const Need kAmxNeeds[] = {{"AMX-TILE", &CpuFeatures::amx_tile},
                           {"AMX-INT8", &CpuFeatures::amx_int8},
                           {"OS-saved tile state (XCR0 XTILECFG, XTILEDATA)", &CpuFeatures::os_amx},
                           {"tile palette 1 of 8 tiles x 16 rows x 64 bytes and a TMUL of K 8 x N 64 (CPUID 0x1D, 0x1E)",
@@ -317,7 +291,7 @@ const Need kAmxNeeds[] = {{"AVX512F", &CpuFeatures::avx512f},
                            &CpuFeatures::amx_permitted}};
 
 // The tables from the least to the most preferred within an architecture: each x86 table needs the AVX2
-// set and its own.
+// set and its own; the AMX table the AVX-512 VNNI set too (it is that table plus the tile panels).
 enum class Arch { kAny, kX86, kArm64 };
 struct TableSpec {
   const char* name;
@@ -326,6 +300,7 @@ struct TableSpec {
   const Need* own;
   size_t own_count;
   bool needs_avx2;
+  bool needs_avx512 = false;
 };
 const KernelTable* generic_ptr() { return &generic_kernels(); }
 const TableSpec kSpecs[] = {
@@ -334,13 +309,15 @@ const TableSpec kSpecs[] = {
     {"avx2", Arch::kX86, avx2_kernels, nullptr, 0, true},
     {"avxvnni", Arch::kX86, avxvnni_kernels, kAvxVnniNeeds, std::size(kAvxVnniNeeds), true},
     {"avx512vnni", Arch::kX86, avx512vnni_kernels, kAvx512VnniNeeds, std::size(kAvx512VnniNeeds), true},
-    {"amx", Arch::kX86, amx_kernels, kAmxNeeds, std::size(kAmxNeeds), true},
+    {"amx", Arch::kX86, amx_kernels, kAmxNeeds, std::size(kAmxNeeds), true, true},
 };
 
 std::vector<const Need*> needs_of(const TableSpec& t) {
   std::vector<const Need*> n;
   if (t.needs_avx2)
     for (const Need& x : kAvx2Needs) n.push_back(&x);
+  if (t.needs_avx512)
+    for (const Need& x : kAvx512VnniNeeds) n.push_back(&x);
   for (size_t i = 0; i < t.own_count; ++i) n.push_back(&t.own[i]);
   return n;
 }

@@ -24,7 +24,7 @@
 #include <type_traits>
 
 #include "kernels/amx_tiles.h"
-#include "kernels/kernels.h"
+#include "kernels/x86_amx.h"
 
 namespace qvl {
 namespace amx {

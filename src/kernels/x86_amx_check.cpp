@@ -13,21 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/kernels.h"
+#include "kernels/x86_amx.h"
 
 namespace qvl {
-namespace amx {  // x86_amx.cpp
-void gemm_q8_0_panel(const BlockQ8_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                     int64_t nb, int64_t n, float* y, int64_t ldy);
-void gemm_q4_0_panel(const BlockQ4_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                     int64_t nb, int64_t n, float* y, int64_t ldy);
-void gemm_q4_k_panel(const BlockQ4_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                     int64_t nb, int64_t n, float* y, int64_t ldy);
-void gemm_q5_k_panel(const BlockQ5_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                     int64_t nb, int64_t n, float* y, int64_t ldy);
-void gemm_q6_k_panel(const BlockQ6_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                     int64_t nb, int64_t n, float* y, int64_t ldy);
-
+namespace amx {
 namespace {
 
 // The check's buffers, owned outside the part a fault jumps out of (so nothing leaks then).
@@ -150,8 +139,7 @@ int panels_match(Buffers& b) {
 
 }  // namespace
 
-// Empty when the panels agree with their twins; else what went wrong. Call only once the process holds the
-// tile permission (amx_kernels() asks for it): without it the first tile instruction faults. A caught
+// amx_kernels() asks for the tile permission first: without it the first tile instruction faults. A caught
 // fault skips the kernel's return from the handler, so the floating-point control state is put back here.
 std::string check_panels() {
   const std::lock_guard<std::mutex> lock(g_checking);
