@@ -295,41 +295,96 @@ void check_interleaved_gemm(WeightType type) {
   }
 }
 
-// The two-group tiles: bit-identical to two one-group tiles of the generic table.
-void check_interleaved_gemm_pairs(WeightType type) {
+// The two- and four-group tiles: bit-identical to one-group tiles of the generic table on each group.
+void check_interleaved_gemm_groups(WeightType type) {
   const KernelTable& g = generic_kernels();
   for (int64_t nb : {1, 3, 64}) {
     const int64_t k = nb * kQK;
-    const auto wf = random_floats(static_cast<size_t>(16 * k), 17), xf = random_floats(static_cast<size_t>(4 * k), 18, 5.0f);
-    std::vector<uint8_t> rows(16 * row_bytes(type, k)), packed(rows.size());
-    for (int c = 0; c < 16; ++c) {
+    const auto wf = random_floats(static_cast<size_t>(32 * k), 17), xf = random_floats(static_cast<size_t>(4 * k), 18, 5.0f);
+    std::vector<uint8_t> rows(32 * row_bytes(type, k)), packed(rows.size());
+    for (int c = 0; c < 32; ++c) {
       void* r = rows.data() + c * row_bytes(type, k);
       if (type == WeightType::kQ8_0) quantize_row_q8_0_ref(wf.data() + c * k, static_cast<BlockQ8_0*>(r), k);
       else quantize_row_q4_0_ref(wf.data() + c * k, static_cast<BlockQ4_0*>(r), k);
     }
-    const Mat w = interleave8(Mat{type, 16, k, rows.data()}, packed.data());
+    const Mat w = interleave8(Mat{type, 32, k, rows.data()}, packed.data());
     std::vector<int8_t> q(4 * k);
     std::vector<float> d(4 * nb);
     std::vector<int32_t> s(4 * nb);
     for (int i = 0; i < 4; ++i) quantize_row_act_ref(xf.data() + i * k, k, q.data() + i * k, d.data() + i * nb, s.data() + i * nb);
+    const auto* w8 = static_cast<const BlockQ8_0x8*>(w.group(0));
+    const auto* w4 = static_cast<const BlockQ4_0x8*>(w.group(0));
     for (int mr = 1; mr <= 4; ++mr) {
-      float want[4 * 16], got[4 * 16];
-      for (int half = 0; half < 2; ++half) {
-        if (type == WeightType::kQ8_0) g.gemm_q8_0x8(static_cast<const BlockQ8_0x8*>(w.group(half)), q.data(), d.data(), s.data(), nb, want + 8 * half, 16, mr);
-        else g.gemm_q4_0x8(static_cast<const BlockQ4_0x8*>(w.group(half)), q.data(), d.data(), s.data(), nb, want + 8 * half, 16, mr);
+      // Outputs with a row stride of 40 (past the widest tile): columns 32-39 must stay untouched.
+      std::vector<float> want(4 * 40, -7.0f);
+      for (int grp = 0; grp < 4; ++grp) {
+        if (type == WeightType::kQ8_0) g.gemm_q8_0x8(w8 + grp * nb, q.data(), d.data(), s.data(), nb, want.data() + 8 * grp, 40, mr);
+        else g.gemm_q4_0x8(w4 + grp * nb, q.data(), d.data(), s.data(), nb, want.data() + 8 * grp, 40, mr);
       }
       for (const KernelTable* t : simd_tables()) {
-        if (type == WeightType::kQ8_0) t->gemm_q8_0x16(static_cast<const BlockQ8_0x8*>(w.group(0)), q.data(), d.data(), s.data(), nb, got, 16, mr);
-        else t->gemm_q4_0x16(static_cast<const BlockQ4_0x8*>(w.group(0)), q.data(), d.data(), s.data(), nb, got, 16, mr);
-        for (int i = 0; i < mr * 16; ++i) ASSERT_EQ(want[i], got[i]) << t->name << " " << weight_type_name(type) << " nb " << nb << " mr " << mr << " at " << i;
+        for (int groups : {2, 4}) {
+          auto tile = type == WeightType::kQ8_0 ? (groups == 2 ? t->gemm_q8_0x16 : t->gemm_q8_0x32) : nullptr;
+          auto tile4 = type == WeightType::kQ4_0 ? (groups == 2 ? t->gemm_q4_0x16 : t->gemm_q4_0x32) : nullptr;
+          if (!tile && !tile4) continue;  // a table without four-group tiles
+          std::vector<float> got(4 * 40, -7.0f);
+          if (tile) tile(w8, q.data(), d.data(), s.data(), nb, got.data(), 40, mr);
+          else tile4(w4, q.data(), d.data(), s.data(), nb, got.data(), 40, mr);
+          for (int i = 0; i < 4; ++i) {
+            for (int c = 0; c < 40; ++c) {
+              const bool written = i < mr && c < 8 * groups;
+              ASSERT_EQ(written ? want[i * 40 + c] : -7.0f, got[i * 40 + c])
+                  << t->name << " " << weight_type_name(type) << " " << groups << " groups, nb " << nb << " mr " << mr
+                  << " row " << i << " column " << c;
+            }
+          }
+        }
       }
     }
   }
 }
 
-TEST(Kernels, InterleavedGemmPairsBitIdenticalToGeneric) {
-  check_interleaved_gemm_pairs(WeightType::kQ8_0);
-  check_interleaved_gemm_pairs(WeightType::kQ4_0);
+TEST(Kernels, InterleavedGemmPairsAndQuadsBitIdenticalToGeneric) {
+  check_interleaved_gemm_groups(WeightType::kQ8_0);
+  check_interleaved_gemm_groups(WeightType::kQ4_0);
+}
+
+// The four-group tiles exist where 512-bit registers make them pay (so the test above is not empty there).
+TEST(Kernels, FourGroupTilesInTheAvx512Tables) {
+  for (const KernelTable* t : simd_tables()) {
+    const bool avx512 = std::string(t->name) == "avx512vnni" || std::string(t->name) == "amx";
+    EXPECT_EQ(avx512, t->gemm_q8_0x32 != nullptr) << t->name;
+    EXPECT_EQ(avx512, t->gemm_q4_0x32 != nullptr) << t->name;
+  }
+}
+
+// The driver on every table equals the generic table bit for bit, for group counts that split into quads,
+// pairs and a lone group in different ways (1 to 37 groups), rows in and across the 128-row blocks, and
+// a thread pool of 2 and 3 (other chunkings of the groups).
+TEST(Matmul, InterleavedDriverEqualsGenericOnEveryTable) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    for (auto [n, m, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 8, 64}, {5, 40, 96}, {4, 56, 64}, {7, 24, 128},
+                           {131, 296, 64}, {9, 264, 256}, {2, 72, 32}}) {
+      const auto x = random_floats(static_cast<size_t>(n * k), 21, 3.0f), wf = random_floats(static_cast<size_t>(m * k), 22);
+      for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_0}) {
+        std::vector<uint8_t> rows(m * row_bytes(type, k)), packed(rows.size());
+        for (int64_t r = 0; r < m; ++r) {
+          void* dst = rows.data() + r * row_bytes(type, k);
+          if (type == WeightType::kQ8_0) quantize_row_q8_0_ref(wf.data() + r * k, static_cast<BlockQ8_0*>(dst), k);
+          else quantize_row_q4_0_ref(wf.data() + r * k, static_cast<BlockQ4_0*>(dst), k);
+        }
+        const Mat w = interleave8(Mat{type, m, k, rows.data()}, packed.data());
+        std::vector<float> want(n * m);
+        matmul_with(generic_kernels(), pool, x.data(), n, w, nullptr, want.data());
+        for (const KernelTable* t : simd_tables()) {
+          std::vector<float> got(n * m, -7.0f);
+          matmul_with(*t, pool, x.data(), n, w, nullptr, got.data());
+          ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+              << t->name << " " << weight_type_name(type) << " n " << n << " m " << m << " k " << k << " threads " << threads;
+        }
+      }
+    }
+  }
 }
 
 TEST(Kernels, InterleavedGemmQ8_0ExactAndBitIdenticalToGeneric) { check_interleaved_gemm(WeightType::kQ8_0); }

@@ -77,6 +77,10 @@ void gemm_q8_0x16(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const
                   int64_t ldy, int mr);
 void gemm_q4_0x16(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
                   int64_t ldy, int mr);
+void gemm_q8_0x32(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                  int64_t ldy, int mr);
+void gemm_q4_0x32(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
+                  int64_t ldy, int mr);
 void gemm_q4_kx8(const BlockQ4_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
                  int64_t ldy, int mr);
 void gemm_q5_kx8(const BlockQ5_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
@@ -104,6 +108,8 @@ const KernelTable* avx512vnni_kernels() {
     t.exp_scaled = avx512vnni::exp_scaled;
     t.gemm_q8_0x16 = avx512vnni::gemm_q8_0x16;
     t.gemm_q4_0x16 = avx512vnni::gemm_q4_0x16;
+    t.gemm_q8_0x32 = avx512vnni::gemm_q8_0x32;
+    t.gemm_q4_0x32 = avx512vnni::gemm_q4_0x32;
     t.gemm_q4_kx8 = avx512vnni::gemm_q4_kx8;
     t.gemm_q5_kx8 = avx512vnni::gemm_q5_kx8;
     t.gemm_q6_kx8 = avx512vnni::gemm_q6_kx8;

@@ -104,6 +104,14 @@ struct KernelTable {
                           int64_t nb, int64_t n, float* y, int64_t ldy);
   void (*gemm_q6_k_panel)(const BlockQ6_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
                           int64_t nb, int64_t n, float* y, int64_t ldy);
+
+  // The Q8_0/Q4_0 tiles for four consecutive groups (w + g * nb for g < 4: 32 output columns
+  // y[i * ldy + 0 .. 31]), where an activation broadcast can feed two 512-bit registers of weights. Null in
+  // tables without them: the driver then takes pairs. Their slow twin: the one-group tile on each group.
+  void (*gemm_q8_0x32)(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
+                       float* y, int64_t ldy, int mr);
+  void (*gemm_q4_0x32)(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
+                       float* y, int64_t ldy, int mr);
 };
 
 // The panels' slow twins: the generic tiles on 4 rows at a time.

@@ -135,9 +135,13 @@ void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, 
   pool.parallel_for(n, 4, [&](int, int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) K.quantize_act(x + i * k, k, q + i * k, d + i * nb, s + i * nb);
   });
-  // Chunks of groups handed out dynamically: about 8 per thread, an even 2 to 16 groups (16-128 rows) each.
+  // Tiles of four groups (32 columns) where the table has them, else pairs (16 columns, one 512-bit
+  // register per row where the table has them), and a single group last.
+  const bool quads = (w.type == WeightType::kQ8_0 && K.gemm_q8_0x32) || (w.type == WeightType::kQ4_0 && K.gemm_q4_0x32);
+  const int64_t step = quads ? 4 : 2;
+  // Chunks of groups handed out dynamically: about 8 per thread, a multiple of the step, up to 128 rows each.
   const int64_t groups = m / 8;
-  const int64_t chunk = std::clamp<int64_t>(groups / (8 * pool.size()) / 2 * 2, 2, 16);
+  const int64_t chunk = std::clamp<int64_t>(groups / (8 * pool.size()) / step * step, step, 16);
   // A table with panel GEMMs (AMX) takes a row block of a pair of groups in one call.
   const bool has_panel = [&] {
     switch (w.type) {
@@ -151,12 +155,10 @@ void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, 
   pool.parallel_for_dynamic(groups, chunk, [&](int, int64_t g0, int64_t g1) {
     for (int64_t r0 = 0; r0 < n; r0 += kRowBlock) {
       const int64_t r1 = std::min(n, r0 + kRowBlock);
-      // Pairs of groups (16 columns, one 512-bit register per row where the table has them), then a single.
-      for (int64_t g = g0; g < g1; g += 2) {
-        const bool pair = g + 1 < g1;
+      for (int64_t g = g0; g < g1;) {
         if (has_panel && r1 - r0 >= kPanelMinRows) {
           const void* wg = w.group(g);
-          const int groups_now = pair ? 2 : 1;
+          const int groups_now = g + 1 < g1 ? 2 : 1;
           const int8_t* qr = q + r0 * k;
           const float* dr = d + r0 * nb;
           const int32_t* sr = s + r0 * nb;
@@ -177,30 +179,35 @@ void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, 
             default:
               K.gemm_q6_k_panel(static_cast<const BlockQ6_Kx8*>(wg), groups_now, qr, dr, sr, nb, r1 - r0, yr, m);
           }
+          g += groups_now;
           continue;
         }
+        const int span = quads && g + 4 <= g1 ? 4 : g + 2 <= g1 ? 2 : 1;
+        const void* wg = w.group(g);
         for (int64_t i = r0; i < r1; i += 4) {
           const int mr = static_cast<int>(std::min<int64_t>(4, r1 - i));
           float* yi = y + i * m + 8 * g;
-          const void* wg = w.group(g);
           const int8_t* qi = q + i * k;
           switch (w.type) {
             case WeightType::kQ8_0:
-              (pair ? K.gemm_q8_0x16 : K.gemm_q8_0x8)(static_cast<const BlockQ8_0x8*>(wg), qi, d + i * nb, s + i * nb, nb, yi, m, mr);
+              (span == 4 ? K.gemm_q8_0x32 : span == 2 ? K.gemm_q8_0x16 : K.gemm_q8_0x8)(
+                  static_cast<const BlockQ8_0x8*>(wg), qi, d + i * nb, s + i * nb, nb, yi, m, mr);
               break;
             case WeightType::kQ4_0:
-              (pair ? K.gemm_q4_0x16 : K.gemm_q4_0x8)(static_cast<const BlockQ4_0x8*>(wg), qi, d + i * nb, s + i * nb, nb, yi, m, mr);
+              (span == 4 ? K.gemm_q4_0x32 : span == 2 ? K.gemm_q4_0x16 : K.gemm_q4_0x8)(
+                  static_cast<const BlockQ4_0x8*>(wg), qi, d + i * nb, s + i * nb, nb, yi, m, mr);
               break;
             case WeightType::kQ4_K:
-              (pair ? K.gemm_q4_kx16 : K.gemm_q4_kx8)(static_cast<const BlockQ4_Kx8*>(wg), qi, d + i * nb, s + i * nb, nb, yi, m, mr);
+              (span == 2 ? K.gemm_q4_kx16 : K.gemm_q4_kx8)(static_cast<const BlockQ4_Kx8*>(wg), qi, d + i * nb, s + i * nb, nb, yi, m, mr);
               break;
             case WeightType::kQ5_K:
-              (pair ? K.gemm_q5_kx16 : K.gemm_q5_kx8)(static_cast<const BlockQ5_Kx8*>(wg), qi, d + i * nb, s + i * nb, nb, yi, m, mr);
+              (span == 2 ? K.gemm_q5_kx16 : K.gemm_q5_kx8)(static_cast<const BlockQ5_Kx8*>(wg), qi, d + i * nb, s + i * nb, nb, yi, m, mr);
               break;
             default:
-              (pair ? K.gemm_q6_kx16 : K.gemm_q6_kx8)(static_cast<const BlockQ6_Kx8*>(wg), qi, d + i * nb, s + i * nb, nb, yi, m, mr);
+              (span == 2 ? K.gemm_q6_kx16 : K.gemm_q6_kx8)(static_cast<const BlockQ6_Kx8*>(wg), qi, d + i * nb, s + i * nb, nb, yi, m, mr);
           }
         }
+        g += span;
       }
     }
   });
