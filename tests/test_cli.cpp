@@ -62,6 +62,11 @@ Ran qvl(const std::vector<std::string>& args) {
   posix_spawn_file_actions_destroy(&actions);
   r.out = slurp(out);
   r.err = slurp(err);
+  // Leave nothing behind in the temporary directory (ctest runs each test in its own process).
+  std::error_code ec;
+  fs::remove(out, ec);
+  fs::remove(err, ec);
+  fs::remove(dir, ec);  // only once empty
   return r;
 }
 

@@ -162,7 +162,12 @@ int cmd_serve(const std::vector<std::string>& args) {
       t.out_dir = demo_dir;
       t.model_files_dir = model_files;
       QVL_RETURN_IF_ERROR(make_test_model(t));
-      return Model::load(demo_dir, weight_types, threads);
+      auto model = Model::load(demo_dir, weight_types, threads);
+      // Loaded (the weights mapped, the rest read): the files go now, so a server killed with SIGKILL
+      // leaves no 50 MB directory behind in /tmp. The mapping outlives the unlinked file.
+      std::error_code ec;
+      std::filesystem::remove_all(demo_dir, ec);
+      return model;
     };
   } else {
     // A hub id not in the cache downloads on the inference thread, so /health answers (503 "downloading" with
