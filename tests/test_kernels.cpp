@@ -120,26 +120,26 @@ TEST(Kernels, PanelTileWithinRoundingBound) {
   for (const KernelTable* t : simd_tables()) {
     const int R = t->nn_rows, C = t->nn_cols;
     ASSERT_LE(R, 12);
-    ASSERT_LE(C, 32);
+    ASSERT_LE(C, 64);
     for (int64_t k : {1, 7, 64, 333}) {
       const int64_t ldb = C + 5;  // wider than the panel: the tile must read only its nc columns
       const auto a = random_floats(static_cast<size_t>(R * k), 11), b = random_floats(static_cast<size_t>(k * ldb), 12);
       for (int mr = 1; mr <= R; ++mr)
-        for (int nc : {1, 5, 15, 16, 17, 31, 32}) {
+        for (int nc : {1, 5, 15, 16, 17, 31, 32, 33, 48, 63, 64}) {
           if (nc > C) continue;
           // Sentinels around the tile: nothing outside mr x nc may be written.
-          std::vector<float> ca(12 * 32, -7.0f), cb(12 * 32, -7.0f);
-          g.gemm_f32_nn_tile(a.data(), k, b.data(), ldb, k, ca.data(), 32, mr, nc);
-          t->gemm_f32_nn_tile(a.data(), k, b.data(), ldb, k, cb.data(), 32, mr, nc);
+          std::vector<float> ca(12 * 64, -7.0f), cb(12 * 64, -7.0f);
+          g.gemm_f32_nn_tile(a.data(), k, b.data(), ldb, k, ca.data(), 64, mr, nc);
+          t->gemm_f32_nn_tile(a.data(), k, b.data(), ldb, k, cb.data(), 64, mr, nc);
           for (int i = 0; i < 12; ++i)
-            for (int j = 0; j < 32; ++j) {
+            for (int j = 0; j < 64; ++j) {
               if (i >= mr || j >= nc) {
-                ASSERT_EQ(cb[i * 32 + j], -7.0f) << t->name << " wrote outside the " << mr << "x" << nc << " tile";
+                ASSERT_EQ(cb[i * 64 + j], -7.0f) << t->name << " wrote outside the " << mr << "x" << nc << " tile";
                 continue;
               }
               double abs_sum = 0;
               for (int64_t u = 0; u < k; ++u) abs_sum += std::abs(double{a[i * k + u]} * b[u * ldb + j]);
-              EXPECT_LE(std::abs(double{ca[i * 32 + j]} - cb[i * 32 + j]), 2.0 * k * kEps * abs_sum + 1e-30)
+              EXPECT_LE(std::abs(double{ca[i * 64 + j]} - cb[i * 64 + j]), 2.0 * k * kEps * abs_sum + 1e-30)
                   << t->name << " k " << k << " tile " << mr << "x" << nc;
             }
         }

@@ -103,8 +103,8 @@ const KernelTable* avx512vnni_kernels() {
     KernelTable t = *base;
     t.name = "avx512vnni";
     t.gemm_f32_nn_tile = avx512vnni::gemm_f32_nn_tile;
-    t.nn_rows = 12;
-    t.nn_cols = 32;
+    t.nn_rows = 6;
+    t.nn_cols = 64;
     t.exp_scaled = avx512vnni::exp_scaled;
     t.gemm_q8_0x16 = avx512vnni::gemm_q8_0x16;
     t.gemm_q4_0x16 = avx512vnni::gemm_q4_0x16;

@@ -1,13 +1,14 @@
 // The AVX-512 VNNI table (Ice Lake and later Intel, AMD Zen 4 and later): the AVX2 table with the
-// two- and four-group integer GEMM tiles rewritten around vpdpbusd on 512-bit registers, which multiplies 4 unsigned
-// by 4 signed bytes and adds them into an int32 lane in one instruction (AVX2 needs maddubs + madd + add,
-// or a sign trick), with the same interleaved layouts, the same exact integer sums and the same float32
-// scaling: bit-identical to generic; and attention's float panel tile (12 rows x 32 columns) and exp on
-// 512-bit registers.
+// integer GEMM tiles rewritten for two and four groups around vpdpbusd on 512-bit registers, which
+// multiplies 4 unsigned by 4 signed bytes and adds them into an int32 lane in one instruction (AVX2 needs
+// maddubs + madd + add, or a sign trick), with the same interleaved layouts, the same exact integer sums
+// and the same float32 scaling: bit-identical to generic; and attention's float panel tile (6 rows x 64
+// columns) and exp on 512-bit registers.
 // Only these tiles live here; dispatch.cpp, compiled for baseline x86-64, builds the table, so nothing
 // from this file runs before the CPU check.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -285,42 +286,41 @@ float exp_scaled(float* x, int64_t n, float scale) {
   return _mm512_reduce_add_ps(sumv);
 }
 
-// The float panel tile on 512-bit registers: MR rows of A times 32 columns of B (2 vectors per row, up to
-// 24 accumulators of the 32 registers), one broadcast of a[i][t] per row and 2 loads of b per step. A
-// narrower panel (nc < 32) is read and written through masks.
+// The float panel tile on 512-bit registers: MR rows of A times 64 columns of B (4 vectors per row, 24
+// accumulators of the 32 registers), one broadcast of a[i][t] per row and 4 loads of b per step: each
+// broadcast feeds 4 FMAs (a 12 x 32 tile fed 2, and on Zen 5 the broadcasts bounded it). A narrower panel
+// (nc < 64) is read and written through masks.
 template <int MR>
 void nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc,
-             __mmask16 m0, __mmask16 m1) {
-  __m512 acc0[MR], acc1[MR];
-#pragma GCC unroll 12
-  for (int i = 0; i < MR; ++i) {
-    acc0[i] = _mm512_setzero_ps();
-    acc1[i] = _mm512_setzero_ps();
-  }
+             const __mmask16 (&m)[4]) {
+  __m512 acc[MR][4];
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_setzero_ps();
   for (int64_t t = 0; t < k; ++t) {
-    const __m512 b0 = _mm512_maskz_loadu_ps(m0, b + t * ldb), b1 = _mm512_maskz_loadu_ps(m1, b + t * ldb + 16);
-#pragma GCC unroll 12
+    __m512 bv[4];
+    for (int v = 0; v < 4; ++v) bv[v] = _mm512_maskz_loadu_ps(m[v], b + t * ldb + 16 * v);
+#pragma GCC unroll 6
     for (int i = 0; i < MR; ++i) {
       const __m512 av = _mm512_set1_ps(a[i * lda + t]);
-      acc0[i] = _mm512_fmadd_ps(av, b0, acc0[i]);
-      acc1[i] = _mm512_fmadd_ps(av, b1, acc1[i]);
+      for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
     }
   }
-#pragma GCC unroll 12
-  for (int i = 0; i < MR; ++i) {
-    _mm512_mask_storeu_ps(c + i * ldc, m0, acc0[i]);
-    _mm512_mask_storeu_ps(c + i * ldc + 16, m1, acc1[i]);
-  }
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(c + i * ldc + 16 * v, m[v], acc[i][v]);
 }
 
 void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc,
                       int mr, int nc) {
-  using Fn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, __mmask16, __mmask16);
-  static constexpr Fn kTiles[12] = {nn_tile<1>, nn_tile<2>, nn_tile<3>, nn_tile<4>,  nn_tile<5>,  nn_tile<6>,
-                                    nn_tile<7>, nn_tile<8>, nn_tile<9>, nn_tile<10>, nn_tile<11>, nn_tile<12>};
-  const __mmask16 m0 = nc >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << nc) - 1);
-  const __mmask16 m1 = nc >= 32 ? 0xFFFF : nc > 16 ? static_cast<__mmask16>((1u << (nc - 16)) - 1) : 0;
-  kTiles[mr - 1](a, lda, b, ldb, k, c, ldc, m0, m1);
+  using Fn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, const __mmask16 (&)[4]);
+  static constexpr Fn kTiles[6] = {nn_tile<1>, nn_tile<2>, nn_tile<3>, nn_tile<4>, nn_tile<5>, nn_tile<6>};
+  __mmask16 m[4];
+  for (int v = 0; v < 4; ++v) {
+    const int n = std::clamp(nc - 16 * v, 0, 16);
+    m[v] = static_cast<__mmask16>((1u << n) - 1);
+  }
+  kTiles[mr - 1](a, lda, b, ldb, k, c, ldc, m);
 }
 
 // ---- K-quant GEMM tiles: x86_kquant_tiles.h with the EVEX 256-bit vpdpbusd ------------------------------
