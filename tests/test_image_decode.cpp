@@ -2,7 +2,9 @@
 // using tests/data/decode_golden.json written by tools/reference/make_images.py, and never crashes.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -193,6 +195,109 @@ TEST(ImageDecode, PixelLimitRefusesBeforeDecoding) {
   auto bomb = decode_image(read_bytes("images/bad/bomb_100000x100000.png"));
   ASSERT_FALSE(bomb.ok());
   EXPECT_TRUE(contains(bomb.status().message(), "100000x100000 = 10000000000 pixels")) << bomb.status().message();
+}
+
+// PackBits (TIFF compression 32773) of one row: runs of 2-128 equal bytes, literals of up to 128.
+void packbits_row(const uint8_t* p, size_t n, std::vector<uint8_t>& out) {
+  for (size_t i = 0; i < n;) {
+    size_t run = 1;
+    while (i + run < n && run < 128 && p[i + run] == p[i]) ++run;
+    if (run >= 2) {
+      out.push_back(static_cast<uint8_t>(257 - run));  // -(run - 1)
+      out.push_back(p[i]);
+      i += run;
+      continue;
+    }
+    size_t lit = 1;
+    while (i + lit < n && lit < 128 && !(i + lit + 1 < n && p[i + lit] == p[i + lit + 1])) ++lit;
+    out.push_back(static_cast<uint8_t>(lit - 1));
+    out.insert(out.end(), p + i, p + i + lit);
+    i += lit;
+  }
+}
+
+// A little-endian TIFF, w x h RGBA with 16-bit samples (unassociated alpha), PackBits strips of `rps`
+// rows; sample c of pixel (x, y) is value(x, y, c) * 257 (so its RGB is value(x, y, c < 3)). Rows
+// whose values do not depend on y (constant_rows) are packed once.
+std::vector<uint8_t> rgba16_packbits_tiff(uint32_t w, uint32_t h, uint32_t rps, uint8_t (*value)(uint32_t, uint32_t, int),
+                                          bool constant_rows) {
+  std::vector<uint8_t> data, row(static_cast<size_t>(w) * 8), packed_row;
+  std::vector<uint32_t> offsets, counts;
+  for (uint32_t y = 0; y < h; ++y) {
+    if (y % rps == 0) {
+      offsets.push_back(static_cast<uint32_t>(8 + data.size()));
+      counts.push_back(0);
+    }
+    if (!constant_rows || y == 0) {
+      for (uint32_t x = 0; x < w; ++x)
+        for (int c = 0; c < 4; ++c) {
+          const uint8_t v = value(x, y, c);
+          row[(x * 4 + c) * 2] = v;
+          row[(x * 4 + c) * 2 + 1] = v;
+        }
+      packed_row.clear();
+      packbits_row(row.data(), row.size(), packed_row);
+    }
+    data.insert(data.end(), packed_row.begin(), packed_row.end());
+    counts.back() += static_cast<uint32_t>(packed_row.size());
+  }
+  std::vector<uint8_t> f = {'I', 'I', 42, 0, 0, 0, 0, 0};
+  f.insert(f.end(), data.begin(), data.end());
+  auto put16 = [&](uint32_t v) { f.push_back(v & 0xFF); f.push_back((v >> 8) & 0xFF); };
+  auto put32 = [&](uint32_t v) { put16(v & 0xFFFF); put16(v >> 16); };
+  const uint32_t bits_at = static_cast<uint32_t>(f.size());
+  for (int i = 0; i < 4; ++i) put16(16);
+  const uint32_t offsets_at = static_cast<uint32_t>(f.size());
+  for (uint32_t o : offsets) put32(o);
+  const uint32_t counts_at = static_cast<uint32_t>(f.size());
+  for (uint32_t c : counts) put32(c);
+  const uint32_t ifd = static_cast<uint32_t>(f.size());
+  std::memcpy(&f[4], &ifd, 4);  // the test hosts are little-endian, as the file
+  struct Entry { uint16_t tag, type; uint32_t count, value; };
+  const uint32_t n = static_cast<uint32_t>(offsets.size());
+  const Entry entries[] = {{256, 4, 1, w}, {257, 4, 1, h}, {258, 3, 4, bits_at}, {259, 3, 1, 32773}, {262, 3, 1, 2},
+                           {273, 4, n, n == 1 ? offsets[0] : offsets_at}, {277, 3, 1, 4}, {278, 4, 1, rps},
+                           {279, 4, n, n == 1 ? counts[0] : counts_at}, {284, 3, 1, 1}, {338, 3, 1, 2}};
+  put16(static_cast<uint32_t>(std::size(entries)));
+  for (const Entry& e : entries) {
+    put16(e.tag);
+    put16(e.type);
+    put32(e.count);
+    if (e.type == 3 && e.count == 1) {
+      put16(e.value);
+      put16(0);
+    } else {
+      put32(e.value);
+    }
+  }
+  put32(0);
+  return f;
+}
+
+// A TIFF is read and converted a band (strip) at a time: a 4 MB file whose one PackBits strip would
+// expand to 269 MB of samples is refused before anything that size is allocated, and a page in many
+// strips (a short last one included) decodes to the pixels it holds.
+TEST(ImageDecode, TiffStripsAreBoundedAndDecodedBandByBand) {
+  const auto zero = [](uint32_t, uint32_t, int) -> uint8_t { return 0; };
+  const std::vector<uint8_t> bomb = rgba16_packbits_tiff(5800, 5800, 5800, zero, true);
+  EXPECT_LT(bomb.size(), 5u << 20);
+  auto refused = decode_image(bomb);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(contains(refused.status().message(), "a strip of 5800 rows needs 269120000 bytes of samples, expected at most"))
+      << refused.status().message();
+
+  const auto pattern = [](uint32_t x, uint32_t y, int c) -> uint8_t { return static_cast<uint8_t>(x * 3 + y * 5 + c * 71); };
+  for (uint32_t rps : {1u, 7u, 64u, 300u}) {
+    SCOPED_TRACE(rps);
+    auto img = decode_image(rgba16_packbits_tiff(257, 300, rps, pattern, false));
+    ASSERT_TRUE(img.ok()) << img.status().message();
+    ASSERT_EQ(img->width, 257);
+    ASSERT_EQ(img->height, 300);
+    for (uint32_t y = 0; y < 300; ++y)
+      for (uint32_t x = 0; x < 257; ++x)
+        for (int c = 0; c < 3; ++c)
+          ASSERT_EQ(img->pixels[(static_cast<size_t>(y) * 257 + x) * 3 + c], pattern(x, y, c)) << x << "," << y << "," << c;
+  }
 }
 
 TEST(ImageDecode, ExifOrientationsGiveTheRightSize) {

@@ -98,13 +98,17 @@ bool is_tiff(std::span<const uint8_t> b) {
          (b[0] == 'M' && b[1] == 'M' && b[2] == 0 && (b[3] == 42 || b[3] == 43));
 }
 
+// The most sample bytes one band of rows (a strip, or a row of tiles, all planes) may hold unless the file
+// itself is larger; the limit libtiff is given for its own allocations too.
+constexpr uint64_t kMaxBandBytes = uint64_t{256} << 20;
+
 Result<TiffImage> decode_tiff(std::span<const uint8_t> bytes, const ImageDecodeLimits& limits,
                               const std::function<Result<int64_t>(uint64_t, uint64_t)>& check_size) {
   Source src{bytes, 0, {}};
   std::unique_ptr<TIFFOpenOptions, OptionsFree> opts(TIFFOpenOptionsAlloc());
   // No single allocation inside libtiff (a strip, a tile, a tag array) may exceed this: a header that
   // claims a 4 GB strip is refused instead of allocated.
-  TIFFOpenOptionsSetMaxSingleMemAlloc(opts.get(), tmsize_t{256} << 20);
+  TIFFOpenOptionsSetMaxSingleMemAlloc(opts.get(), static_cast<tmsize_t>(kMaxBandBytes));
   TIFFOpenOptionsSetErrorHandlerExtR(opts.get(), on_error, &src);
   TIFFOpenOptionsSetWarningHandlerExtR(opts.get(), on_warning, &src);
   std::unique_ptr<TIFF, TiffCloser> tif(TIFFClientOpenExt("image", "rm", &src, read_proc, write_proc, seek_proc,
@@ -241,13 +245,17 @@ Result<TiffImage> decode_tiff(std::span<const uint8_t> bytes, const ImageDecodeL
     }
   }
 
-  // The raw samples of the page, one plane (contiguous) or spp planes (separate), rows packed as stored.
+  // The raw samples are read a band of rows at a time (a strip, or a row of tiles), one plane (contiguous)
+  // or spp planes (separate), rows packed as stored, and each band is converted before the next is read:
+  // the working memory is one band, not the page (a 100 MP page of 16-bit RGBA would be 800 MB beside its
+  // 300 MB of RGB). A band larger than kMaxBandBytes is refused: a few hundred bytes of compressed TIFF
+  // could otherwise ask for gigabytes in one strip. (Uncompressed strips are bounded by the file's size.)
   const size_t planes = planar == PLANARCONFIG_SEPARATE ? spp : 1;
   const size_t per_pixel = planar == PLANARCONFIG_SEPARATE ? 1 : spp;
   const size_t stride = (static_cast<size_t>(w) * per_pixel * bits + 7) / 8;  // bytes per row of a plane
-  std::vector<std::vector<uint8_t>> raw(planes, std::vector<uint8_t>(stride * h));  // [planes][h * stride]
-  if (TIFFIsTiled(t)) {
-    uint32_t tw = 0, th = 0;
+  const bool tiled = TIFFIsTiled(t);
+  uint32_t tw = 0, th = 0, rps = h;
+  if (tiled) {
     TIFFGetField(t, TIFFTAG_TILEWIDTH, &tw);
     TIFFGetField(t, TIFFTAG_TILELENGTH, &th);
     // A tile may overhang the image (256x256 tiles on a 50x40 image) but no more than the image or 1024
@@ -255,6 +263,102 @@ Result<TiffImage> decode_tiff(std::span<const uint8_t> bytes, const ImageDecodeL
     auto fits = [](uint32_t tile, uint32_t side) { return tile <= std::max<uint32_t>(1024, (side + 15) / 16 * 16); };
     if (tw == 0 || th == 0 || !fits(tw, w) || !fits(th, h) || (static_cast<uint64_t>(tw) * per_pixel * bits) % 8 != 0)
       return Status::Error(fail("tile size " + std::to_string(tw) + "x" + std::to_string(th) + " is not usable"));
+  } else {
+    TIFFGetFieldDefaulted(t, TIFFTAG_ROWSPERSTRIP, &rps);
+    rps = std::clamp<uint32_t>(rps, 1, h);
+  }
+  const uint32_t band_rows = tiled ? std::min(th, h) : rps;
+  const uint64_t band_bytes = static_cast<uint64_t>(planes) * band_rows * stride;
+  const uint64_t max_band = std::max<uint64_t>(kMaxBandBytes, bytes.size());
+  if (band_bytes > max_band)
+    return Status::Error(fail(std::string(tiled ? "a row of tiles" : "a strip") + " of " + std::to_string(band_rows) +
+                              " rows needs " + std::to_string(band_bytes) + " bytes of samples, expected at most " +
+                              std::to_string(max_band) + " (write the image with smaller strips or tiles)"));
+  std::vector<std::vector<uint8_t>> raw(planes, std::vector<uint8_t>(band_rows * stride));  // [planes][band_rows * stride]
+
+  ImageRGB& img = out.image;
+  img.width = static_cast<int>(w);
+  img.height = static_cast<int>(h);
+  img.pixels.resize(static_cast<size_t>(w) * h * 3);  // [h][w][3]
+  // Converts rows y0 .. y1 - 1, whose samples are in the band (row y0 first), Pillow's way.
+  auto convert_rows = [&](uint32_t y0, uint32_t y1) {
+    auto sample = [&](size_t p_contig, uint32_t x, uint32_t y, size_t c) -> uint32_t {
+      // Sample c of pixel (x, y): bits <= 8 as stored; 16-bit in host order (libtiff swaps).
+      const size_t plane = planes > 1 ? c : 0;
+      const size_t index = static_cast<size_t>(x) * (planes > 1 ? 1 : p_contig) + (planes > 1 ? 0 : c);
+      const uint8_t* row = raw[plane].data() + static_cast<size_t>(y - y0) * stride;
+      if (bits == 16) {
+        uint16_t v;
+        std::memcpy(&v, row + 2 * index, 2);
+        return v;
+      }
+      if (bits == 8) return row[index];
+      const size_t bit = index * bits;
+      return (row[bit / 8] >> (8 - bits - bit % 8)) & ((1u << bits) - 1);
+    };
+    for (uint32_t y = y0; y < y1; ++y) {
+      for (uint32_t x = 0; x < w; ++x) {
+        uint8_t* o = img.pixels.data() + (static_cast<size_t>(y) * w + x) * 3;
+        uint8_t r = 0, g = 0, b = 0;
+        switch (mode) {
+          case Mode::kBilevel: {
+            uint32_t v = sample(spp, x, y, 0);
+            r = g = b = (invert ? !v : v) ? 255 : 0;
+            break;
+          }
+          case Mode::kGrey: {
+            uint32_t v = sample(spp, x, y, 0);
+            v = bits == 2 ? v * 85 : bits == 4 ? v * 17 : v;
+            r = g = b = static_cast<uint8_t>(invert ? 255 - v : v);
+            break;
+          }
+          case Mode::kGrey16:
+            r = g = b = static_cast<uint8_t>(std::min<uint32_t>(sample(spp, x, y, 0), 255));
+            break;
+          case Mode::kRgb: {
+            const int shift = bits == 16 ? 8 : 0;
+            r = static_cast<uint8_t>(sample(spp, x, y, 0) >> shift);
+            g = static_cast<uint8_t>(sample(spp, x, y, 1) >> shift);
+            b = static_cast<uint8_t>(sample(spp, x, y, 2) >> shift);
+            break;
+          }
+          case Mode::kRgbPremultiplied: {
+            const uint32_t a = sample(spp, x, y, 3);
+            auto un = [&](uint32_t v) { return static_cast<uint8_t>(a == 0 ? 0 : std::min<uint32_t>(255, v * 255 / a)); };
+            r = un(sample(spp, x, y, 0));
+            g = un(sample(spp, x, y, 1));
+            b = un(sample(spp, x, y, 2));
+            break;
+          }
+          case Mode::kPalette: {
+            const size_t i = sample(spp, x, y, 0);
+            r = palette[3 * i];
+            g = palette[3 * i + 1];
+            b = palette[3 * i + 2];
+            break;
+          }
+          case Mode::kCmyk: {
+            // Pillow's cmyk2rgb: nk = 255 - k; each channel nk - nk * c / 255 (rounded as MULDIV255).
+            const int shift = bits == 16 ? 8 : 0;  // "CMYK;16": the high byte
+            const uint32_t nk = 255 - (sample(spp, x, y, 3) >> shift);
+            auto ch = [&](uint32_t c) {
+              const uint32_t tmp = (c >> shift) * nk + 128;
+              return static_cast<uint8_t>(nk - (((tmp >> 8) + tmp) >> 8));
+            };
+            r = ch(sample(spp, x, y, 0));
+            g = ch(sample(spp, x, y, 1));
+            b = ch(sample(spp, x, y, 2));
+            break;
+          }
+        }
+        o[0] = r;
+        o[1] = g;
+        o[2] = b;
+      }
+    }
+  };
+
+  if (tiled) {
     const tmsize_t tile_bytes = TIFFTileSize(t);
     const size_t tile_stride = static_cast<size_t>(tw) * per_pixel * bits / 8;
     if (tile_bytes <= 0 || static_cast<uint64_t>(tile_bytes) < static_cast<uint64_t>(tile_stride) * th)
@@ -267,112 +371,32 @@ Result<TiffImage> decode_tiff(std::span<const uint8_t> bytes, const ImageDecodeL
                                 std::to_string(tile_bytes) + " bytes) for a " + std::to_string(w) + "x" +
                                 std::to_string(h) + " image, expected at most " + std::to_string(cap) + " bytes"));
     std::vector<uint8_t> tile(static_cast<size_t>(tile_bytes));  // [th * tile_stride]
-    for (size_t p = 0; p < planes; ++p) {
-      for (uint32_t y0 = 0; y0 < h; y0 += th) {
+    for (uint32_t y0 = 0; y0 < h; y0 += th) {
+      const uint32_t y1 = std::min(h, y0 + th);
+      for (size_t p = 0; p < planes; ++p) {
         for (uint32_t x0 = 0; x0 < w; x0 += tw) {
           const ttile_t index = TIFFComputeTile(t, x0, y0, 0, static_cast<tsample_t>(p));
           if (TIFFReadEncodedTile(t, index, tile.data(), tile_bytes) < 0) return lib_error("cannot read a tile");
           const size_t x_byte = static_cast<size_t>(x0) * per_pixel * bits / 8;
           const size_t n = std::min(tile_stride, stride - x_byte);
-          for (uint32_t y = y0; y < std::min(h, y0 + th); ++y)
-            std::memcpy(raw[p].data() + y * stride + x_byte, tile.data() + (y - y0) * tile_stride, n);
+          for (uint32_t y = y0; y < y1; ++y)
+            std::memcpy(raw[p].data() + (y - y0) * stride + x_byte, tile.data() + (y - y0) * tile_stride, n);
         }
       }
+      convert_rows(y0, y1);
     }
   } else {
-    uint32_t rps = h;
-    TIFFGetFieldDefaulted(t, TIFFTAG_ROWSPERSTRIP, &rps);
-    rps = std::clamp<uint32_t>(rps, 1, h);
     const uint32_t strips_per_plane = (h + rps - 1) / rps;
-    for (size_t p = 0; p < planes; ++p) {
-      for (uint32_t s = 0; s < strips_per_plane; ++s) {
-        const uint32_t rows = std::min(rps, h - s * rps);
-        const tmsize_t want = static_cast<tmsize_t>(rows * stride);
+    for (uint32_t s = 0; s < strips_per_plane; ++s) {
+      const uint32_t rows = std::min(rps, h - s * rps);
+      const tmsize_t want = static_cast<tmsize_t>(rows * stride);
+      for (size_t p = 0; p < planes; ++p) {
         const tstrip_t index = static_cast<tstrip_t>(p * strips_per_plane + s);
         if (index >= TIFFNumberOfStrips(t)) return lib_error("fewer strips than the image needs");
-        const tmsize_t got = TIFFReadEncodedStrip(t, index, raw[p].data() + static_cast<size_t>(s) * rps * stride, want);
+        const tmsize_t got = TIFFReadEncodedStrip(t, index, raw[p].data(), want);
         if (got < want) return lib_error("cannot read a strip");
       }
-    }
-  }
-
-  // Unpack and convert, Pillow's way.
-  ImageRGB& img = out.image;
-  img.width = static_cast<int>(w);
-  img.height = static_cast<int>(h);
-  img.pixels.resize(static_cast<size_t>(w) * h * 3);  // [h][w][3]
-  auto sample = [&](size_t p_contig, uint32_t x, uint32_t y, size_t c) -> uint32_t {
-    // Sample c of pixel (x, y): bits <= 8 as stored; 16-bit in host order (libtiff swaps).
-    const size_t plane = planes > 1 ? c : 0;
-    const size_t index = static_cast<size_t>(x) * (planes > 1 ? 1 : p_contig) + (planes > 1 ? 0 : c);
-    const uint8_t* row = raw[plane].data() + static_cast<size_t>(y) * stride;
-    if (bits == 16) {
-      uint16_t v;
-      std::memcpy(&v, row + 2 * index, 2);
-      return v;
-    }
-    if (bits == 8) return row[index];
-    const size_t bit = index * bits;
-    return (row[bit / 8] >> (8 - bits - bit % 8)) & ((1u << bits) - 1);
-  };
-  for (uint32_t y = 0; y < h; ++y) {
-    for (uint32_t x = 0; x < w; ++x) {
-      uint8_t* o = img.pixels.data() + (static_cast<size_t>(y) * w + x) * 3;
-      uint8_t r = 0, g = 0, b = 0;
-      switch (mode) {
-        case Mode::kBilevel: {
-          uint32_t v = sample(spp, x, y, 0);
-          r = g = b = (invert ? !v : v) ? 255 : 0;
-          break;
-        }
-        case Mode::kGrey: {
-          uint32_t v = sample(spp, x, y, 0);
-          v = bits == 2 ? v * 85 : bits == 4 ? v * 17 : v;
-          r = g = b = static_cast<uint8_t>(invert ? 255 - v : v);
-          break;
-        }
-        case Mode::kGrey16:
-          r = g = b = static_cast<uint8_t>(std::min<uint32_t>(sample(spp, x, y, 0), 255));
-          break;
-        case Mode::kRgb: {
-          const int shift = bits == 16 ? 8 : 0;
-          r = static_cast<uint8_t>(sample(spp, x, y, 0) >> shift);
-          g = static_cast<uint8_t>(sample(spp, x, y, 1) >> shift);
-          b = static_cast<uint8_t>(sample(spp, x, y, 2) >> shift);
-          break;
-        }
-        case Mode::kRgbPremultiplied: {
-          const uint32_t a = sample(spp, x, y, 3);
-          auto un = [&](uint32_t v) { return static_cast<uint8_t>(a == 0 ? 0 : std::min<uint32_t>(255, v * 255 / a)); };
-          r = un(sample(spp, x, y, 0));
-          g = un(sample(spp, x, y, 1));
-          b = un(sample(spp, x, y, 2));
-          break;
-        }
-        case Mode::kPalette: {
-          const size_t i = sample(spp, x, y, 0);
-          r = palette[3 * i];
-          g = palette[3 * i + 1];
-          b = palette[3 * i + 2];
-          break;
-        }
-        case Mode::kCmyk: {
-          // Pillow's cmyk2rgb: nk = 255 - k; each channel nk - nk * c / 255 (rounded as MULDIV255).
-          const int shift = bits == 16 ? 8 : 0;  // "CMYK;16": the high byte
-          const uint32_t nk = 255 - (sample(spp, x, y, 3) >> shift);
-          auto ch = [&](uint32_t c) {
-            const uint32_t tmp = (c >> shift) * nk + 128;
-            return static_cast<uint8_t>(nk - (((tmp >> 8) + tmp) >> 8));
-          };
-          r = ch(sample(spp, x, y, 0));
-          g = ch(sample(spp, x, y, 1));
-          b = ch(sample(spp, x, y, 2));
-          break;
-        }
-      }
-      o[0] = r;
-      o[1] = g;
-      o[2] = b;
+      convert_rows(s * rps, s * rps + rows);
     }
   }
   return out;
