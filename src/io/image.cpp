@@ -541,7 +541,10 @@ struct PngState {
   size_t size = 0;
   png_bytepp rows = nullptr;    // where rows go: height pointers, each to `rowbytes` bytes
   size_t rowbytes = 0;          // expected row size after the transforms below
-  int file_bit_depth = 0;       // before png_set_packing
+  bool strip_16 = false;        // 16-bit colour samples handed over as their high byte
+  bool strip_alpha = false;     // the alpha sample dropped
+  int file_bit_depth = 0;       // before png_set_packing and png_set_strip_16
+  int file_color_type = -1;     // before png_set_strip_alpha
   bool started = false;         // the info callback ran
   bool zlib_error = false;      // zlib reported corrupt data (as a libpng warning)
   char message[256] = {0};
@@ -563,10 +566,15 @@ void png_on_warning(png_structp png, png_const_charp msg) {
 
 void png_on_info(png_structp png, png_infop info) {
   auto* s = static_cast<PngState*>(png_get_progressive_ptr(png));
-  // No colour transforms: samples arrive as stored (16-bit big-endian), except that 1/2/4-bit
-  // samples are unpacked to one byte each and interlaced images are assembled.
+  // No colour transforms: samples arrive as stored, except that 1/2/4-bit samples are unpacked to one
+  // byte each, interlaced images are assembled, and (where decode_png asks) 16-bit colour samples come as
+  // their high byte (png_set_strip_16 keeps the first, big-endian, byte) and alpha is dropped: what the
+  // conversion to RGB reads anyway.
   s->file_bit_depth = png_get_bit_depth(png, info);
+  s->file_color_type = png_get_color_type(png, info);
   if (s->file_bit_depth < 8) png_set_packing(png);
+  if (s->strip_16) png_set_strip_16(png);
+  if (s->strip_alpha) png_set_strip_alpha(png);
   png_set_interlace_handling(png);
   png_read_update_info(png, info);
   if (png_get_rowbytes(png, info) != s->rowbytes) png_error(png, "unexpected row size after IHDR");
@@ -715,11 +723,22 @@ Result<Decoded> decode_png(std::span<const uint8_t> bytes, const ImageDecodeLimi
     return Status::Error("PNG: truncated data: " + std::to_string(hdr.idat_bytes) + " bytes of image data cannot hold " +
                          dims(hdr.width, hdr.height) + " pixels (hint: the file may be cut short)");
   const int w = static_cast<int>(hdr.width), h = static_cast<int>(hdr.height);
-  const int sample_bytes = bd == 16 ? 2 : 1;
-  s.rowbytes = static_cast<size_t>(w) * channels * sample_bytes;
-  std::vector<uint8_t> raw(s.rowbytes * h);
+  // What libpng hands over is what the conversion reads (PIL's modes): 16-bit colour samples as their high
+  // byte ("RGB;16B", "RGBA;16B", "LA;16B"), alpha dropped; 16-bit grey stays whole ("I;16" clips at 255).
+  // So RGB and RGBA rows arrive as the image's own RGB rows and are decoded in place; grey, grey + alpha
+  // and palette rows (one sample each) go through `raw`. A 16-bit RGBA image costs its RGB pixels only,
+  // not 8 bytes a pixel more.
+  s.strip_16 = bd == 16 && ct != 0;
+  s.strip_alpha = ct == 4 || ct == 6;
+  const int samples = ct == 2 || ct == 6 ? 3 : 1;
+  const int sample_bytes = bd == 16 && !s.strip_16 ? 2 : 1;
+  const bool in_place = samples == 3;
+  s.rowbytes = static_cast<size_t>(w) * samples * sample_bytes;
+  out.image = new_image(w, h);
+  std::vector<uint8_t> raw(in_place ? 0 : s.rowbytes * h);  // [h][w] grey or palette samples
   std::vector<png_bytep> rows(h);
-  for (int y = 0; y < h; ++y) rows[y] = raw.data() + s.rowbytes * y;
+  for (int y = 0; y < h; ++y)
+    rows[y] = in_place ? out.image.pixels.data() + s.rowbytes * y : raw.data() + s.rowbytes * y;
   s.rows = rows.data();
   const bool ok = png_process_phase(&s);
   if (s.zlib_error)
@@ -736,7 +755,7 @@ Result<Decoded> decode_png(std::span<const uint8_t> bytes, const ImageDecodeLimi
     return Status::Error("PNG: truncated data: the file ends inside chunk " + hdr.truncated_after_idat +
                          " after the image data (PIL refuses this too)");
   if (png_get_image_width(s.png, s.info) != hdr.width || png_get_image_height(s.png, s.info) != hdr.height ||
-      s.file_bit_depth != bd || png_get_color_type(s.png, s.info) != ct)
+      s.file_bit_depth != bd || s.file_color_type != ct)
     return Status::Error("PNG: corrupt data: IHDR read by libpng differs from the first IHDR chunk");
 
   // Text chunks (tEXt, zTXt, iTXt; before and after IDAT, in file order) as PIL puts them in info.
@@ -769,13 +788,13 @@ Result<Decoded> decode_png(std::span<const uint8_t> bytes, const ImageDecodeLimi
     palette[i][2] = plte[i].blue;
   }
 
-  out.image = new_image(w, h);
+  if (in_place) return out;
   uint8_t* o = out.image.pixels.data();
   const int gray_scale = bd < 8 ? 255 / ((1 << bd) - 1) : 1;  // "1", "L;2", "L;4": 255, 85, 17
   for (int y = 0; y < h; ++y) {
     const uint8_t* r = rows[y];
     for (int x = 0; x < w; ++x, o += 3) {
-      const uint8_t* p = r + static_cast<size_t>(x) * channels * sample_bytes;
+      const uint8_t* p = r + static_cast<size_t>(x) * sample_bytes;
       switch (ct) {
         case 0:
           if (bd == 16) {
@@ -790,13 +809,8 @@ Result<Decoded> decode_png(std::span<const uint8_t> bytes, const ImageDecodeLimi
           o[1] = palette[p[0]][1];
           o[2] = palette[p[0]][2];
           break;
-        case 4:  // "LA" / "LA;16B" (high byte): grey replicated, alpha dropped
+        default:  // 4: "LA" / "LA;16B" (high byte): grey replicated, alpha dropped
           o[0] = o[1] = o[2] = p[0];
-          break;
-        default:  // 2 and 6: "RGB(A)" / "RGB(A);16B" (high byte), alpha dropped
-          o[0] = p[0];
-          o[1] = p[sample_bytes];
-          o[2] = p[2 * sample_bytes];
           break;
       }
     }
