@@ -217,29 +217,34 @@ void packbits_row(const uint8_t* p, size_t n, std::vector<uint8_t>& out) {
 }
 
 // A little-endian TIFF, w x h RGBA with 16-bit samples (unassociated alpha), PackBits strips of `rps`
-// rows; sample c of pixel (x, y) is value(x, y, c) * 257 (so its RGB is value(x, y, c < 3)). Rows
-// whose values do not depend on y (constant_rows) are packed once.
-std::vector<uint8_t> rgba16_packbits_tiff(uint32_t w, uint32_t h, uint32_t rps, uint8_t (*value)(uint32_t, uint32_t, int),
+// rows, the samples interleaved (planar 1) or in four planes (planar 2); sample c of pixel (x, y) has the
+// high byte value(x, y, c) (what its RGB keeps) and the low byte value ^ low_xor. Rows whose values do
+// not depend on y (constant_rows) are packed once.
+std::vector<uint8_t> rgba16_packbits_tiff(uint32_t w, uint32_t h, uint32_t rps, int planar,
+                                          uint8_t (*value)(uint32_t, uint32_t, int), uint8_t low_xor,
                                           bool constant_rows) {
-  std::vector<uint8_t> data, row(static_cast<size_t>(w) * 8), packed_row;
+  const int planes = planar == 2 ? 4 : 1, per_pixel = planar == 2 ? 1 : 4;
+  std::vector<uint8_t> data, row(static_cast<size_t>(w) * per_pixel * 2), packed_row;
   std::vector<uint32_t> offsets, counts;
-  for (uint32_t y = 0; y < h; ++y) {
-    if (y % rps == 0) {
-      offsets.push_back(static_cast<uint32_t>(8 + data.size()));
-      counts.push_back(0);
+  for (int p = 0; p < planes; ++p) {
+    for (uint32_t y = 0; y < h; ++y) {
+      if (y % rps == 0) {
+        offsets.push_back(static_cast<uint32_t>(8 + data.size()));
+        counts.push_back(0);
+      }
+      if (!constant_rows || y == 0) {
+        for (uint32_t x = 0; x < w; ++x)
+          for (int c = 0; c < per_pixel; ++c) {
+            const uint8_t v = value(x, y, planes > 1 ? p : c);
+            row[(x * per_pixel + c) * 2] = v ^ low_xor;  // low byte first
+            row[(x * per_pixel + c) * 2 + 1] = v;
+          }
+        packed_row.clear();
+        packbits_row(row.data(), row.size(), packed_row);
+      }
+      data.insert(data.end(), packed_row.begin(), packed_row.end());
+      counts.back() += static_cast<uint32_t>(packed_row.size());
     }
-    if (!constant_rows || y == 0) {
-      for (uint32_t x = 0; x < w; ++x)
-        for (int c = 0; c < 4; ++c) {
-          const uint8_t v = value(x, y, c);
-          row[(x * 4 + c) * 2] = v;
-          row[(x * 4 + c) * 2 + 1] = v;
-        }
-      packed_row.clear();
-      packbits_row(row.data(), row.size(), packed_row);
-    }
-    data.insert(data.end(), packed_row.begin(), packed_row.end());
-    counts.back() += static_cast<uint32_t>(packed_row.size());
   }
   std::vector<uint8_t> f = {'I', 'I', 42, 0, 0, 0, 0, 0};
   f.insert(f.end(), data.begin(), data.end());
@@ -252,12 +257,13 @@ std::vector<uint8_t> rgba16_packbits_tiff(uint32_t w, uint32_t h, uint32_t rps, 
   const uint32_t counts_at = static_cast<uint32_t>(f.size());
   for (uint32_t c : counts) put32(c);
   const uint32_t ifd = static_cast<uint32_t>(f.size());
-  std::memcpy(&f[4], &ifd, 4);  // the test hosts are little-endian, as the file
+  for (int i = 0; i < 4; ++i) f[4 + i] = static_cast<uint8_t>(ifd >> (8 * i));
   struct Entry { uint16_t tag, type; uint32_t count, value; };
   const uint32_t n = static_cast<uint32_t>(offsets.size());
   const Entry entries[] = {{256, 4, 1, w}, {257, 4, 1, h}, {258, 3, 4, bits_at}, {259, 3, 1, 32773}, {262, 3, 1, 2},
                            {273, 4, n, n == 1 ? offsets[0] : offsets_at}, {277, 3, 1, 4}, {278, 4, 1, rps},
-                           {279, 4, n, n == 1 ? counts[0] : counts_at}, {284, 3, 1, 1}, {338, 3, 1, 2}};
+                           {279, 4, n, n == 1 ? counts[0] : counts_at}, {284, 3, 1, static_cast<uint32_t>(planar)},
+                           {338, 3, 1, 2}};
   put16(static_cast<uint32_t>(std::size(entries)));
   for (const Entry& e : entries) {
     put16(e.tag);
@@ -275,11 +281,12 @@ std::vector<uint8_t> rgba16_packbits_tiff(uint32_t w, uint32_t h, uint32_t rps, 
 }
 
 // A TIFF is read and converted a band (strip) at a time: a 4 MB file whose one PackBits strip would
-// expand to 269 MB of samples is refused before anything that size is allocated, and a page in many
-// strips (a short last one included) decodes to the pixels it holds.
+// expand to 269 MB of samples (more than 256 MB, the file and its 101 MB of RGB) is refused before
+// anything that size is allocated, and pages in many strips (a short last one included), interleaved or
+// in separate planes, decode to the pixels they hold.
 TEST(ImageDecode, TiffStripsAreBoundedAndDecodedBandByBand) {
   const auto zero = [](uint32_t, uint32_t, int) -> uint8_t { return 0; };
-  const std::vector<uint8_t> bomb = rgba16_packbits_tiff(5800, 5800, 5800, zero, true);
+  const std::vector<uint8_t> bomb = rgba16_packbits_tiff(5800, 5800, 5800, 1, zero, 0, true);
   EXPECT_LT(bomb.size(), 5u << 20);
   auto refused = decode_image(bomb);
   ASSERT_FALSE(refused.ok());
@@ -287,16 +294,18 @@ TEST(ImageDecode, TiffStripsAreBoundedAndDecodedBandByBand) {
       << refused.status().message();
 
   const auto pattern = [](uint32_t x, uint32_t y, int c) -> uint8_t { return static_cast<uint8_t>(x * 3 + y * 5 + c * 71); };
-  for (uint32_t rps : {1u, 7u, 64u, 300u}) {
-    SCOPED_TRACE(rps);
-    auto img = decode_image(rgba16_packbits_tiff(257, 300, rps, pattern, false));
-    ASSERT_TRUE(img.ok()) << img.status().message();
-    ASSERT_EQ(img->width, 257);
-    ASSERT_EQ(img->height, 300);
-    for (uint32_t y = 0; y < 300; ++y)
-      for (uint32_t x = 0; x < 257; ++x)
-        for (int c = 0; c < 3; ++c)
-          ASSERT_EQ(img->pixels[(static_cast<size_t>(y) * 257 + x) * 3 + c], pattern(x, y, c)) << x << "," << y << "," << c;
+  for (int planar : {1, 2}) {
+    for (uint32_t rps : {1u, 7u, 64u, 300u}) {
+      SCOPED_TRACE("planar " + std::to_string(planar) + " rows per strip " + std::to_string(rps));
+      auto img = decode_image(rgba16_packbits_tiff(257, 300, rps, planar, pattern, 0x5A, false));
+      ASSERT_TRUE(img.ok()) << img.status().message();
+      ASSERT_EQ(img->width, 257);
+      ASSERT_EQ(img->height, 300);
+      for (uint32_t y = 0; y < 300; ++y)
+        for (uint32_t x = 0; x < 257; ++x)
+          for (int c = 0; c < 3; ++c)
+            ASSERT_EQ(img->pixels[(static_cast<size_t>(y) * 257 + x) * 3 + c], pattern(x, y, c)) << x << "," << y << "," << c;
+    }
   }
 }
 

@@ -363,8 +363,9 @@ TEST(Kernels, FourGroupTilesInTheAvx512Tables) {
 TEST(Matmul, InterleavedDriverEqualsGenericOnEveryTable) {
   for (int threads : {2, 3}) {
     ThreadPool pool(threads);
+    // (The last two shapes, 128 and 258 groups, give chunks of 8 and 16 groups.)
     for (auto [n, m, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 8, 64}, {5, 40, 96}, {4, 56, 64}, {7, 24, 128},
-                           {131, 296, 64}, {9, 264, 256}, {2, 72, 32}}) {
+                           {131, 296, 64}, {9, 264, 256}, {2, 72, 32}, {5, 1024, 32}, {3, 2064, 32}}) {
       const auto x = random_floats(static_cast<size_t>(n * k), 21, 3.0f), wf = random_floats(static_cast<size_t>(m * k), 22);
       for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_0}) {
         std::vector<uint8_t> rows(m * row_bytes(type, k)), packed(rows.size());

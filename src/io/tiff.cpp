@@ -99,7 +99,7 @@ bool is_tiff(std::span<const uint8_t> b) {
 }
 
 // The most sample bytes one band of rows (a strip, or a row of tiles, all planes) may hold unless the file
-// itself is larger; the limit libtiff is given for its own allocations too.
+// or the RGB image is larger; the limit libtiff is given for its own allocations too.
 constexpr uint64_t kMaxBandBytes = uint64_t{256} << 20;
 
 Result<TiffImage> decode_tiff(std::span<const uint8_t> bytes, const ImageDecodeLimits& limits,
@@ -248,8 +248,10 @@ Result<TiffImage> decode_tiff(std::span<const uint8_t> bytes, const ImageDecodeL
   // The raw samples are read a band of rows at a time (a strip, or a row of tiles), one plane (contiguous)
   // or spp planes (separate), rows packed as stored, and each band is converted before the next is read:
   // the working memory is one band, not the page (a 100 MP page of 16-bit RGBA would be 800 MB beside its
-  // 300 MB of RGB). A band larger than kMaxBandBytes is refused: a few hundred bytes of compressed TIFF
-  // could otherwise ask for gigabytes in one strip. (Uncompressed strips are bounded by the file's size.)
+  // 300 MB of RGB). A band may hold as many bytes as the RGB image, or kMaxBandBytes, or the file (an
+  // uncompressed strip's bytes are in it), whichever is most; a larger one is refused: a few kilobytes of
+  // compressed TIFF could otherwise ask for gigabytes in one strip. (With separate planes the planes' strips
+  // are read in turn, band by band; only old-style JPEG, compression 6, decodes that order slowly.)
   const size_t planes = planar == PLANARCONFIG_SEPARATE ? spp : 1;
   const size_t per_pixel = planar == PLANARCONFIG_SEPARATE ? 1 : spp;
   const size_t stride = (static_cast<size_t>(w) * per_pixel * bits + 7) / 8;  // bytes per row of a plane
@@ -269,7 +271,7 @@ Result<TiffImage> decode_tiff(std::span<const uint8_t> bytes, const ImageDecodeL
   }
   const uint32_t band_rows = tiled ? std::min(th, h) : rps;
   const uint64_t band_bytes = static_cast<uint64_t>(planes) * band_rows * stride;
-  const uint64_t max_band = std::max<uint64_t>(kMaxBandBytes, bytes.size());
+  const uint64_t max_band = std::max({kMaxBandBytes, static_cast<uint64_t>(bytes.size()), uint64_t{3} * w * h});
   if (band_bytes > max_band)
     return Status::Error(fail(std::string(tiled ? "a row of tiles" : "a strip") + " of " + std::to_string(band_rows) +
                               " rows needs " + std::to_string(band_bytes) + " bytes of samples, expected at most " +

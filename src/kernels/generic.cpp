@@ -288,9 +288,9 @@ const KernelTable& generic_kernels() {
                                  gemm_q4_kx8,    gemm_q5_kx8,   gemm_q6_kx8,
                                  two_kgroups<BlockQ4_Kx8, gemm_q4_kx8>, two_kgroups<BlockQ5_Kx8, gemm_q5_kx8>,
                                  two_kgroups<BlockQ6_Kx8, gemm_q6_kx8>,
-                                 nullptr,        nullptr,       nullptr,
+                                 nullptr,        nullptr,       nullptr,  // panels (AMX only)
                                  nullptr,        nullptr,
-                                 nullptr,        nullptr};
+                                 nullptr,        nullptr};                  // four-group tiles (AVX-512 only)
   return table;
 }
 

@@ -120,8 +120,8 @@ constexpr int64_t kRowBlock = 128;
 constexpr int64_t kPanelMinRows = 16;
 
 // Interleaved quantized weights: the threads take chunks of 8-row groups as they come free; for each block
-// of activation rows, each pair of groups (or a last single one) is dotted with 4 activation rows at a time
-// by the integer GEMM tile.
+// of activation rows, each four groups (where the table has such tiles), pair of groups or last single one
+// is dotted with 4 activation rows at a time by the integer GEMM tile.
 void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, int64_t n, const Mat& w, float* y) {
   const int64_t m = w.rows, k = w.cols, nb = k / kQK;
   QVL_CHECK(k % kQK == 0 && m % 8 == 0 && (!is_kquant(w.type) || k % kQKK == 0));

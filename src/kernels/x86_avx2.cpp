@@ -542,10 +542,12 @@ const KernelTable* avx2_kernels() {
                                  two_kgroups<BlockQ4_Kx8, avx2::gemm_q4_kx8>,
                                  two_kgroups<BlockQ5_Kx8, avx2::gemm_q5_kx8>,
                                  two_kgroups<BlockQ6_Kx8, avx2::gemm_q6_kx8>,
+                                 nullptr,  // panels (AMX only)
                                  nullptr,
                                  nullptr,
                                  nullptr,
                                  nullptr,
+                                 nullptr,  // four-group tiles (AVX-512 only)
                                  nullptr};
   const CpuFeatures f = cpu_features();
   return f.avx2 && f.fma && f.f16c && f.os_ymm ? &table : nullptr;

@@ -8,7 +8,6 @@
 // from this file runs before the CPU check.
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -286,41 +285,45 @@ float exp_scaled(float* x, int64_t n, float scale) {
   return _mm512_reduce_add_ps(sumv);
 }
 
-// The float panel tile on 512-bit registers: MR rows of A times 64 columns of B (4 vectors per row, 24
-// accumulators of the 32 registers), one broadcast of a[i][t] per row and 4 loads of b per step: each
-// broadcast feeds 4 FMAs (a 12 x 32 tile fed 2, and on Zen 5 the broadcasts bounded it). A narrower panel
-// (nc < 64) is read and written through masks.
-template <int MR>
+// The float panel tile on 512-bit registers: MR rows of A times up to 64 columns of B (NV vectors of 16 per
+// row, up to 24 accumulators of the 32 registers), one broadcast of a[i][t] per row and NV loads of b per
+// step: each broadcast feeds NV FMAs (a 12 x 32 tile fed 2, and on Zen 5 the broadcasts bounded it). A
+// panel narrower than NV vectors (nc < 16 NV) is read and written through masks; vectors wholly past nc
+// are not computed (NV = ceil(nc / 16)).
+template <int MR, int NV>
 void nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc,
              const __mmask16 (&m)[4]) {
-  __m512 acc[MR][4];
+  __m512 acc[MR][NV];
 #pragma GCC unroll 6
   for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_setzero_ps();
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
   for (int64_t t = 0; t < k; ++t) {
-    __m512 bv[4];
-    for (int v = 0; v < 4; ++v) bv[v] = _mm512_maskz_loadu_ps(m[v], b + t * ldb + 16 * v);
+    __m512 bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_maskz_loadu_ps(m[v], b + t * ldb + 16 * v);
 #pragma GCC unroll 6
     for (int i = 0; i < MR; ++i) {
       const __m512 av = _mm512_set1_ps(a[i * lda + t]);
-      for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
     }
   }
 #pragma GCC unroll 6
   for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(c + i * ldc + 16 * v, m[v], acc[i][v]);
+    for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(c + i * ldc + 16 * v, m[v], acc[i][v]);
 }
 
 void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc,
                       int mr, int nc) {
   using Fn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, const __mmask16 (&)[4]);
-  static constexpr Fn kTiles[6] = {nn_tile<1>, nn_tile<2>, nn_tile<3>, nn_tile<4>, nn_tile<5>, nn_tile<6>};
+#define QVL_NN_ROW(R) {nn_tile<R, 1>, nn_tile<R, 2>, nn_tile<R, 3>, nn_tile<R, 4>}
+  static constexpr Fn kTiles[6][4] = {QVL_NN_ROW(1), QVL_NN_ROW(2), QVL_NN_ROW(3),
+                                      QVL_NN_ROW(4), QVL_NN_ROW(5), QVL_NN_ROW(6)};
+#undef QVL_NN_ROW
   __mmask16 m[4];
   for (int v = 0; v < 4; ++v) {
-    const int n = std::clamp(nc - 16 * v, 0, 16);
-    m[v] = static_cast<__mmask16>((1u << n) - 1);
+    const int n = nc - 16 * v;  // columns left for vector v: none, some (masked) or all 16
+    m[v] = n <= 0 ? 0 : n >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
   }
-  kTiles[mr - 1](a, lda, b, ldb, k, c, ldc, m);
+  kTiles[mr - 1][(nc + 15) / 16 - 1](a, lda, b, ldb, k, c, ldc, m);
 }
 
 // ---- K-quant GEMM tiles: x86_kquant_tiles.h with the EVEX 256-bit vpdpbusd ------------------------------
