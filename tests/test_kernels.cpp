@@ -29,6 +29,17 @@ std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
   return v;
 }
 
+// m rows of k weights from wf, quantized to Q8_0 or Q4_0 by the reference, one row after another.
+std::vector<uint8_t> quantized_rows(WeightType type, const std::vector<float>& wf, int64_t m, int64_t k) {
+  std::vector<uint8_t> rows(m * row_bytes(type, k));
+  for (int64_t r = 0; r < m; ++r) {
+    void* dst = rows.data() + r * row_bytes(type, k);
+    if (type == WeightType::kQ8_0) quantize_row_q8_0_ref(wf.data() + r * k, static_cast<BlockQ8_0*>(dst), k);
+    else quantize_row_q4_0_ref(wf.data() + r * k, static_cast<BlockQ4_0*>(dst), k);
+  }
+  return rows;
+}
+
 std::vector<const KernelTable*> simd_tables() {
   std::vector<const KernelTable*> t;
   if (neon_kernels()) t.push_back(neon_kernels());
@@ -255,12 +266,7 @@ void check_interleaved_gemm(WeightType type) {
   for (int64_t nb : {1, 3, 64, 192}) {
     const int64_t k = nb * kQK;
     const auto wf = random_floats(static_cast<size_t>(8 * k), 13), xf = random_floats(static_cast<size_t>(4 * k), 14, 5.0f);
-    std::vector<uint8_t> rows(8 * row_bytes(type, k)), packed(rows.size());
-    for (int c = 0; c < 8; ++c) {
-      void* r = rows.data() + c * row_bytes(type, k);
-      if (type == WeightType::kQ8_0) quantize_row_q8_0_ref(wf.data() + c * k, static_cast<BlockQ8_0*>(r), k);
-      else quantize_row_q4_0_ref(wf.data() + c * k, static_cast<BlockQ4_0*>(r), k);
-    }
+    std::vector<uint8_t> rows = quantized_rows(type, wf, 8, k), packed(rows.size());
     const Mat w = interleave8(Mat{type, 8, k, rows.data()}, packed.data());
     std::vector<int8_t> q(4 * k);
     std::vector<float> d(4 * nb);
@@ -301,12 +307,7 @@ void check_interleaved_gemm_groups(WeightType type) {
   for (int64_t nb : {1, 3, 64}) {
     const int64_t k = nb * kQK;
     const auto wf = random_floats(static_cast<size_t>(32 * k), 17), xf = random_floats(static_cast<size_t>(4 * k), 18, 5.0f);
-    std::vector<uint8_t> rows(32 * row_bytes(type, k)), packed(rows.size());
-    for (int c = 0; c < 32; ++c) {
-      void* r = rows.data() + c * row_bytes(type, k);
-      if (type == WeightType::kQ8_0) quantize_row_q8_0_ref(wf.data() + c * k, static_cast<BlockQ8_0*>(r), k);
-      else quantize_row_q4_0_ref(wf.data() + c * k, static_cast<BlockQ4_0*>(r), k);
-    }
+    std::vector<uint8_t> rows = quantized_rows(type, wf, 32, k), packed(rows.size());
     const Mat w = interleave8(Mat{type, 32, k, rows.data()}, packed.data());
     std::vector<int8_t> q(4 * k);
     std::vector<float> d(4 * nb);
@@ -368,12 +369,7 @@ TEST(Matmul, InterleavedDriverEqualsGenericOnEveryTable) {
                            {131, 296, 64}, {9, 264, 256}, {2, 72, 32}, {5, 1024, 32}, {3, 2064, 32}}) {
       const auto x = random_floats(static_cast<size_t>(n * k), 21, 3.0f), wf = random_floats(static_cast<size_t>(m * k), 22);
       for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_0}) {
-        std::vector<uint8_t> rows(m * row_bytes(type, k)), packed(rows.size());
-        for (int64_t r = 0; r < m; ++r) {
-          void* dst = rows.data() + r * row_bytes(type, k);
-          if (type == WeightType::kQ8_0) quantize_row_q8_0_ref(wf.data() + r * k, static_cast<BlockQ8_0*>(dst), k);
-          else quantize_row_q4_0_ref(wf.data() + r * k, static_cast<BlockQ4_0*>(dst), k);
-        }
+        std::vector<uint8_t> rows = quantized_rows(type, wf, m, k), packed(rows.size());
         const Mat w = interleave8(Mat{type, m, k, rows.data()}, packed.data());
         std::vector<float> want(n * m);
         matmul_with(generic_kernels(), pool, x.data(), n, w, nullptr, want.data());
@@ -396,12 +392,7 @@ TEST(Matmul, InterleavedQuantizedMatchesAPlainFloatProduct) {
   for (auto [n, m, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 8, 64}, {7, 24, 96}, {70, 40, 1024}, {131, 16, 64}}) {
     const auto x = random_floats(static_cast<size_t>(n * k), 15), wf = random_floats(static_cast<size_t>(m * k), 16);
     for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_0}) {
-      std::vector<uint8_t> rows(m * row_bytes(type, k)), packed(rows.size());
-      for (int64_t r = 0; r < m; ++r) {
-        void* dst = rows.data() + r * row_bytes(type, k);
-        if (type == WeightType::kQ8_0) quantize_row_q8_0_ref(wf.data() + r * k, static_cast<BlockQ8_0*>(dst), k);
-        else quantize_row_q4_0_ref(wf.data() + r * k, static_cast<BlockQ4_0*>(dst), k);
-      }
+      std::vector<uint8_t> rows = quantized_rows(type, wf, m, k), packed(rows.size());
       const Mat w = interleave8(Mat{type, m, k, rows.data()}, packed.data());
       std::vector<float> y(n * m), wrow(k), wrow2(k);
       matmul(pool, x.data(), n, w, nullptr, y.data());

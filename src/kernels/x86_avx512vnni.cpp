@@ -118,13 +118,37 @@ void gemm_q4_0x16_mr(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, co
 // feeds two vpdpbusd instead of one. On Zen 5 the broadcasts, not the multiply-adds, bounded the two-group
 // tile (with the activations hoisted out of the loop, which is wrong but shows the bound, it ran 24% faster).
 // Per row 8 accumulators: 2 register pairs x even/odd chunks.
+// The four-group tiles' end of a block: per row and register pair p, acc = fma(d_w * d_x, float(s_even +
+// s_odd - kOffset * xsum), acc) (kOffset 128 for Q8_0's flipped weights, 8 for Q4_0's nibbles), the
+// generic tile's operations in its order.
+template <int kOffset, int MR>
+inline void add_block_x32(const __m512i (&s)[2][2][MR], __m512 dw0, __m512 dw1, const float* xd, const int32_t* xsum,
+                          int64_t nb, int64_t b, __m512 (&acc)[2][MR]) {
+  for (int i = 0; i < MR; ++i) {
+    const __m512i off = _mm512_set1_epi32(kOffset * xsum[i * nb + b]);
+    const __m512 dx = _mm512_set1_ps(xd[i * nb + b]);
+    const __m512i isum0 = _mm512_sub_epi32(_mm512_add_epi32(s[0][0][i], s[1][0][i]), off);
+    const __m512i isum1 = _mm512_sub_epi32(_mm512_add_epi32(s[0][1][i], s[1][1][i]), off);
+    acc[0][i] = _mm512_fmadd_ps(_mm512_mul_ps(dw0, dx), _mm512_cvtepi32_ps(isum0), acc[0][i]);
+    acc[1][i] = _mm512_fmadd_ps(_mm512_mul_ps(dw1, dx), _mm512_cvtepi32_ps(isum1), acc[1][i]);
+  }
+}
+
+template <int MR>
+inline void store_x32(const __m512 (&acc)[2][MR], float* y, int64_t ldy) {
+  for (int i = 0; i < MR; ++i) {
+    _mm512_storeu_ps(y + i * ldy, acc[0][i]);
+    _mm512_storeu_ps(y + i * ldy + 16, acc[1][i]);
+  }
+}
+
 template <int MR>
 void gemm_q8_0x32_mr(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
                      float* y, int64_t ldy) {
   const BlockQ8_0x8 *w1 = w + nb, *w2 = w + 2 * nb, *w3 = w + 3 * nb;
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  __m512 acc0[MR], acc1[MR];  // [MR] x columns 0-15, 16-31
-  for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
+  __m512 acc[2][MR];  // [register pair: columns 0-15, 16-31][row]
+  for (int i = 0; i < MR; ++i) acc[0][i] = acc[1][i] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m512i s[2][2][MR];  // [chunk parity][register pair][row]
     for (int i = 0; i < MR; ++i) s[0][0][i] = s[0][1][i] = s[1][0][i] = s[1][1][i] = _mm512_setzero_si512();
@@ -142,20 +166,9 @@ void gemm_q8_0x32_mr(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, co
         s[t & 1][1][i] = _mm512_dpbusd_epi32(s[t & 1][1][i], v, x);
       }
     }
-    const __m512 dw0 = scales_pair(w[b].d, w1[b].d), dw1 = scales_pair(w2[b].d, w3[b].d);
-    for (int i = 0; i < MR; ++i) {
-      const __m512i off = _mm512_set1_epi32(128 * xsum[i * nb + b]);
-      const __m512 dx = _mm512_set1_ps(xd[i * nb + b]);
-      const __m512i isum0 = _mm512_sub_epi32(_mm512_add_epi32(s[0][0][i], s[1][0][i]), off);
-      const __m512i isum1 = _mm512_sub_epi32(_mm512_add_epi32(s[0][1][i], s[1][1][i]), off);
-      acc0[i] = _mm512_fmadd_ps(_mm512_mul_ps(dw0, dx), _mm512_cvtepi32_ps(isum0), acc0[i]);
-      acc1[i] = _mm512_fmadd_ps(_mm512_mul_ps(dw1, dx), _mm512_cvtepi32_ps(isum1), acc1[i]);
-    }
+    add_block_x32<128, MR>(s, scales_pair(w[b].d, w1[b].d), scales_pair(w2[b].d, w3[b].d), xd, xsum, nb, b, acc);
   }
-  for (int i = 0; i < MR; ++i) {
-    _mm512_storeu_ps(y + i * ldy, acc0[i]);
-    _mm512_storeu_ps(y + i * ldy + 16, acc1[i]);
-  }
+  store_x32<MR>(acc, y, ldy);
 }
 
 template <int MR>
@@ -163,8 +176,8 @@ void gemm_q4_0x32_mr(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, co
                      float* y, int64_t ldy) {
   const BlockQ4_0x8 *w1 = w + nb, *w2 = w + 2 * nb, *w3 = w + 3 * nb;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  __m512 acc0[MR], acc1[MR];  // [MR] x columns 0-15, 16-31
-  for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
+  __m512 acc[2][MR];  // [register pair: columns 0-15, 16-31][row]
+  for (int i = 0; i < MR; ++i) acc[0][i] = acc[1][i] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m512i s[2][2][MR];  // [low/high nibbles][register pair][row]
     for (int i = 0; i < MR; ++i) s[0][0][i] = s[0][1][i] = s[1][0][i] = s[1][1][i] = _mm512_setzero_si512();
@@ -190,20 +203,9 @@ void gemm_q4_0x32_mr(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, co
         s[1][1][i] = _mm512_dpbusd_epi32(s[1][1][i], vhi, x);
       }
     }
-    const __m512 dw0 = scales_pair(w[b].d, w1[b].d), dw1 = scales_pair(w2[b].d, w3[b].d);
-    for (int i = 0; i < MR; ++i) {
-      const __m512i off = _mm512_set1_epi32(8 * xsum[i * nb + b]);
-      const __m512 dx = _mm512_set1_ps(xd[i * nb + b]);
-      const __m512i isum0 = _mm512_sub_epi32(_mm512_add_epi32(s[0][0][i], s[1][0][i]), off);
-      const __m512i isum1 = _mm512_sub_epi32(_mm512_add_epi32(s[0][1][i], s[1][1][i]), off);
-      acc0[i] = _mm512_fmadd_ps(_mm512_mul_ps(dw0, dx), _mm512_cvtepi32_ps(isum0), acc0[i]);
-      acc1[i] = _mm512_fmadd_ps(_mm512_mul_ps(dw1, dx), _mm512_cvtepi32_ps(isum1), acc1[i]);
-    }
+    add_block_x32<8, MR>(s, scales_pair(w[b].d, w1[b].d), scales_pair(w2[b].d, w3[b].d), xd, xsum, nb, b, acc);
   }
-  for (int i = 0; i < MR; ++i) {
-    _mm512_storeu_ps(y + i * ldy, acc0[i]);
-    _mm512_storeu_ps(y + i * ldy + 16, acc1[i]);
-  }
+  store_x32<MR>(acc, y, ldy);
 }
 
 }  // namespace
@@ -220,22 +222,12 @@ void gemm_q4_0x32(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const
 
 void gemm_q8_0x16(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
                   int64_t ldy, int mr) {
-  switch (mr) {
-    case 1: return gemm_q8_0x16_mr<1>(w, xq, xd, xsum, nb, y, ldy);
-    case 2: return gemm_q8_0x16_mr<2>(w, xq, xd, xsum, nb, y, ldy);
-    case 3: return gemm_q8_0x16_mr<3>(w, xq, xd, xsum, nb, y, ldy);
-    default: return gemm_q8_0x16_mr<4>(w, xq, xd, xsum, nb, y, ldy);
-  }
+  with_rows(mr, [&](auto r) { gemm_q8_0x16_mr<decltype(r)::value>(w, xq, xd, xsum, nb, y, ldy); });
 }
 
 void gemm_q4_0x16(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
                   int64_t ldy, int mr) {
-  switch (mr) {
-    case 1: return gemm_q4_0x16_mr<1>(w, xq, xd, xsum, nb, y, ldy);
-    case 2: return gemm_q4_0x16_mr<2>(w, xq, xd, xsum, nb, y, ldy);
-    case 3: return gemm_q4_0x16_mr<3>(w, xq, xd, xsum, nb, y, ldy);
-    default: return gemm_q4_0x16_mr<4>(w, xq, xd, xsum, nb, y, ldy);
-  }
+  with_rows(mr, [&](auto r) { gemm_q4_0x16_mr<decltype(r)::value>(w, xq, xd, xsum, nb, y, ldy); });
 }
 
 // exp(x) for 16 floats: the AVX2 table's exp8 (range reduction with ln2 in two parts, degree-6 polynomial,
