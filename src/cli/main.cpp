@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "kernels/kernels.h"
+#include "util/version.h"
 
 namespace {
 
@@ -44,11 +45,19 @@ const Command kCommands[] = {
 };
 
 void print_usage(FILE* out) {
-  std::fputs("qvl — Qwen3-VL-2B-Instruct on CPUs\n\nusage: qvl <command> [options]   (qvl <command> --help: its "
+  std::fputs("qvl — Qwen3-VL on CPUs\n\nusage: qvl <command> [options]   (qvl <command> --help: its "
              "options)\n\ncommands:\n",
              out);
   for (const Command& c : kCommands) std::fprintf(out, "  %s %s\n", c.name, c.synopsis);
-  std::fputs("  help [COMMAND]\n      this text, or COMMAND's options\n", out);
+  std::fputs("  help [COMMAND]\n      this text, or COMMAND's options\n  --version\n      the version, compiler and the "
+             "kernels this CPU gets\n", out);
+}
+
+// qvl --version: what this binary is and which kernels it runs here.
+int print_version() {
+  std::printf("qvl %s\ncompiler: %s\nkernels: %s\n", qvl::version(), qvl::compiler().c_str(),
+              qvl::kernels_reason().c_str());
+  return 0;
 }
 
 const Command* find_command(const std::string& name) {
@@ -61,6 +70,7 @@ int unknown_command(const std::string& name) {
   std::vector<std::string> names;
   for (const Command& c : kCommands) names.push_back(c.name);
   names.push_back("help");
+  names.push_back("version");
   const std::string near = qvl::cli::closest_match(name, names);
   if (!near.empty())
     std::fprintf(stderr, "qvl: unknown command '%s'; did you mean '%s'?\n", name.c_str(), near.c_str());
@@ -84,6 +94,13 @@ int main(int argc, char** argv) {
     }
     print_usage(stdout);
     return 0;
+  }
+  if (command == "--version" || command == "-V" || command == "version") {
+    if (qvl::Status st = qvl::check_isa_request(); !st.ok()) {
+      std::fprintf(stderr, "qvl: %s\n", st.message().c_str());
+      return 2;
+    }
+    return print_version();
   }
   const Command* c = find_command(command);
   if (!c) return unknown_command(command);

@@ -8,13 +8,14 @@
 
 #include "model/json_fields.h"
 #include "util/file.h"
+#include "util/builtin_files.h"
 
 namespace qvl {
 
 Result<ModelConfig> ModelConfig::load(const std::string& path) {
   std::string file = path;
-  if (std::filesystem::is_directory(path)) file = (std::filesystem::path(path) / "config.json").string();
-  QVL_ASSIGN_OR_RETURN(std::string text, read_file_text(file, 1 << 22));
+  if (is_builtin_path(path) || std::filesystem::is_directory(path)) file = (std::filesystem::path(path) / "config.json").string();
+  QVL_ASSIGN_OR_RETURN(std::string text, read_model_file(file, 1 << 22));
   return parse(text, file);
 }
 

@@ -7,14 +7,14 @@
 #include <nlohmann/json.hpp>
 
 #include "util/file.h"
+#include "util/builtin_files.h"
 
 namespace qvl {
 
 Result<GenerationConfig> GenerationConfig::load(const std::string& model_dir) {
   const std::string path = (std::filesystem::path(model_dir) / "generation_config.json").string();
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return GenerationConfig{};
-  QVL_ASSIGN_OR_RETURN(std::string text, read_file_text(path, 1 << 20));
+  if (!model_file_exists(path)) return GenerationConfig{};
+  QVL_ASSIGN_OR_RETURN(std::string text, read_model_file(path, 1 << 20));
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return Status::Error(path + ": not a JSON object");
 

@@ -11,13 +11,14 @@
 
 #include "model/json_fields.h"
 #include "util/file.h"
+#include "util/builtin_files.h"
 
 namespace qvl {
 
 Result<ImageProcessorConfig> ImageProcessorConfig::load(const std::string& path) {
   std::string file = path;
-  if (std::filesystem::is_directory(path)) file = (std::filesystem::path(path) / "preprocessor_config.json").string();
-  QVL_ASSIGN_OR_RETURN(std::string text, read_file_text(file, 1 << 20));
+  if (is_builtin_path(path) || std::filesystem::is_directory(path)) file = (std::filesystem::path(path) / "preprocessor_config.json").string();
+  QVL_ASSIGN_OR_RETURN(std::string text, read_model_file(file, 1 << 20));
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return Status::Error(file + ": not a JSON object");
   ImageProcessorConfig c;
@@ -140,13 +141,15 @@ uint8_t clip8(int32_t acc, int precision) {
 ImageRGB resize_bicubic_antialias(const ImageRGB& src, int out_width, int out_height) {
   QVL_CHECK(out_width > 0 && out_height > 0 && src.width > 0 && src.height > 0);
   if (out_width == src.width && out_height == src.height) return src;
-  ImageRGB cur = src;
+  // The passes read the source in place (no copy of a possibly 300 MB image); `horizontal` holds the first.
+  ImageRGB horizontal;
+  const ImageRGB* cur = &src;
   // Horizontal pass first, then vertical, each to uint8 — the order of torch's uint8 kernel.
   if (out_width != src.width) {
     const Taps t = compute_taps(src.width, out_width);
-    ImageRGB next{out_width, cur.height, std::vector<uint8_t>(static_cast<size_t>(out_width) * cur.height * 3)};
-    for (int y = 0; y < cur.height; ++y) {
-      const uint8_t* row = &cur.pixels[static_cast<size_t>(y) * cur.width * 3];
+    ImageRGB next{out_width, cur->height, std::vector<uint8_t>(static_cast<size_t>(out_width) * cur->height * 3)};
+    for (int y = 0; y < cur->height; ++y) {
+      const uint8_t* row = &cur->pixels[static_cast<size_t>(y) * cur->width * 3];
       uint8_t* out = &next.pixels[static_cast<size_t>(y) * out_width * 3];
       for (int x = 0; x < out_width; ++x) {
         const int16_t* k = &t.weights[static_cast<size_t>(x) * t.taps];
@@ -157,26 +160,27 @@ ImageRGB resize_bicubic_antialias(const ImageRGB& src, int out_width, int out_he
         }
       }
     }
-    cur = std::move(next);
+    horizontal = std::move(next);
+    cur = &horizontal;
   }
   if (out_height != src.height) {
     const Taps t = compute_taps(src.height, out_height);
-    const size_t stride = static_cast<size_t>(cur.width) * 3;
-    ImageRGB next{cur.width, out_height, std::vector<uint8_t>(stride * out_height)};
+    const size_t stride = static_cast<size_t>(cur->width) * 3;
+    ImageRGB next{cur->width, out_height, std::vector<uint8_t>(stride * out_height)};
     std::vector<int32_t> acc(stride);
     for (int y = 0; y < out_height; ++y) {
       std::fill(acc.begin(), acc.end(), 1 << (t.precision - 1));
       const int16_t* k = &t.weights[static_cast<size_t>(y) * t.taps];
       for (int j = 0; j < t.size[y]; ++j) {
-        const uint8_t* row = &cur.pixels[static_cast<size_t>(t.start[y] + j) * stride];
+        const uint8_t* row = &cur->pixels[static_cast<size_t>(t.start[y] + j) * stride];
         for (size_t i = 0; i < stride; ++i) acc[i] += row[i] * k[j];
       }
       uint8_t* out = &next.pixels[static_cast<size_t>(y) * stride];
       for (size_t i = 0; i < stride; ++i) out[i] = clip8(acc[i], t.precision);
     }
-    cur = std::move(next);
+    return next;
   }
-  return cur;
+  return horizontal;  // only the width changed
 }
 
 PreprocessedImage patchify(const ImageRGB& resized, const ImageProcessorConfig& config) {

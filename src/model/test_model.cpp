@@ -15,6 +15,7 @@
 #include "model/tensor_specs.h"
 #include "tensor/dtype.h"
 #include "util/file.h"
+#include "util/builtin_files.h"
 #include "util/thread_pool.h"
 #include "util/cpu_budget.h"
 
@@ -91,9 +92,8 @@ void fill_bf16(const TensorSpec& spec, uint64_t seed, int64_t first, int64_t cou
 
 Status check_source_files(const std::string& dir) {
   for (const char* name : {"config.json", kCopiedFiles[0], kCopiedFiles[1], kCopiedFiles[2], kCopiedFiles[3], kCopiedFiles[4]}) {
-    std::error_code ec;
     const fs::path p = fs::path(dir) / name;
-    if (!fs::is_regular_file(p, ec))
+    if (!model_file_exists(p.string()))
       return Status::Error(p.string() + ": missing; make-test-model copies the tokenizer and configs from the real "
                            "model's files (pass --model-files DIR, a directory with config.json, tokenizer.json, "
                            "chat_template.json, generation_config.json and the two preprocessor configs)");
@@ -134,7 +134,7 @@ bool is_test_model_preset(const std::string& name) { return name == "2b" || pres
 
 Result<std::string> test_model_config_json(const std::string& preset, const std::string& model_files_dir) {
   const std::string src = (fs::path(model_files_dir) / "config.json").string();
-  QVL_ASSIGN_OR_RETURN(std::string text, read_file_text(src, 1 << 22));
+  QVL_ASSIGN_OR_RETURN(std::string text, read_model_file(src, 1 << 22));
   if (preset == "2b") return text;
   auto it = presets().find(preset);
   if (it == presets().end()) return Status::Error("unknown preset '" + preset + "', expected " + test_model_presets());
@@ -180,7 +180,7 @@ Status make_test_model(const TestModelOptions& options) {
   const fs::path out(options.out_dir);
   QVL_RETURN_IF_ERROR(write_file_bytes((out / "config.json").string(), config_text.data(), config_text.size()));
   for (const char* name : kCopiedFiles) {
-    QVL_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, read_file_bytes((fs::path(options.model_files_dir) / name).string()));
+    QVL_ASSIGN_OR_RETURN(std::string bytes, read_model_file((fs::path(options.model_files_dir) / name).string()));
     QVL_RETURN_IF_ERROR(write_file_bytes((out / name).string(), bytes.data(), bytes.size()));
   }
 

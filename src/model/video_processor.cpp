@@ -11,14 +11,15 @@
 
 #include "model/json_fields.h"
 #include "util/file.h"
+#include "util/builtin_files.h"
 
 namespace qvl {
 
 Result<VideoProcessorConfig> VideoProcessorConfig::load(const std::string& path) {
   std::string file = path;
-  if (std::filesystem::is_directory(path))
+  if (is_builtin_path(path) || std::filesystem::is_directory(path))
     file = (std::filesystem::path(path) / "video_preprocessor_config.json").string();
-  QVL_ASSIGN_OR_RETURN(std::string text, read_file_text(file, 1 << 20));
+  QVL_ASSIGN_OR_RETURN(std::string text, read_model_file(file, 1 << 20));
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return Status::Error(file + ": not a JSON object");
   VideoProcessorConfig c;

@@ -11,6 +11,7 @@
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/unicode.h"
 #include "util/file.h"
+#include "util/builtin_files.h"
 
 namespace qvl {
 
@@ -48,8 +49,8 @@ Result<std::string> byte_level_to_bytes(const std::string& token, const std::vec
 
 Result<Tokenizer> Tokenizer::load(const std::string& path) {
   std::string file = path;
-  if (std::filesystem::is_directory(path)) file = (std::filesystem::path(path) / "tokenizer.json").string();
-  QVL_ASSIGN_OR_RETURN(std::string text, read_file_text(file, 1ull << 30));
+  if (is_builtin_path(path) || std::filesystem::is_directory(path)) file = (std::filesystem::path(path) / "tokenizer.json").string();
+  QVL_ASSIGN_OR_RETURN(std::string text, read_model_file(file, 1ull << 30));
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Status::Error(file + ": not valid JSON");
   auto fail = [&](const std::string& what) {
