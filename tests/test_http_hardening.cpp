@@ -9,6 +9,7 @@
 
 #include <atomic>
 
+#include "test_paths.h"
 #include "test_server_fixture.h"
 
 namespace qvl::test {
@@ -339,7 +340,7 @@ TEST_F(HttpHardening, PageSecurityHeadersAndCharset) {
   EXPECT_EQ(s.headers.count("X-Content-Type-Options"), 1u);
 }
 
-TEST_F(HttpHardening, ConnectionsOverTheCapGetAQuick503) {
+TEST_F(HttpHardening, ConnectionsOverTheCapGetAQuick503AndProbesStillAnswer) {
   server::ServerOptions o = test_options();
   o.max_connections = 4;
   start(o);
@@ -349,15 +350,150 @@ TEST_F(HttpHardening, ConnectionsOverTheCapGetAQuick503) {
     held.back()->send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");  // keep-alive: the connection stays
     ASSERT_EQ(held.back()->read_response().status, 200);
   }
+  // An API request past the cap: 503 at once, and the connection closes.
   RawConn extra(server_->port());
   const auto t = Clock::now();
+  extra.send("GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
   Reply r = extra.read_response(2);
   ASSERT_EQ(r.status, 503);
   EXPECT_LT(seconds_since(t), 1.0);
-  EXPECT_TRUE(r.json_body()["error"].is_string());
+  EXPECT_TRUE(r.json_body().contains("error"));
   EXPECT_TRUE(extra.closed_by_server(3));
+  // The probes still answer with the table full (a liveness probe must not fail for a busy server).
+  for (const char* probe : {"/livez", "/health", "/readyz", "/metrics"}) {
+    RawConn p(server_->port());
+    p.send(std::string("GET ") + probe + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    Reply pr = p.read_response(2);
+    EXPECT_NE(pr.status, 503) << probe;
+    EXPECT_GT(pr.status, 0) << probe;
+  }
+  // A silent connection past the cap holds a probe slot for 2 s at most.
+  RawConn silent(server_->port());
+  EXPECT_TRUE(silent.closed_by_server(4));
   held.clear();
   EXPECT_TRUE(wait_for([&] { return get("/health").status == 200; }, 5));
+}
+
+// One address cannot hold the whole connection table.
+TEST_F(HttpHardening, OneClientAddressHasItsOwnConnectionCap) {
+  server::ServerOptions o = test_options();
+  o.max_connections_per_client = 3;
+  start(o);
+  std::vector<std::unique_ptr<RawConn>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(std::make_unique<RawConn>(server_->port()));
+    held.back()->send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    ASSERT_EQ(held.back()->read_response().status, 200);
+  }
+  RawConn extra(server_->port());
+  Reply r = extra.read_response(2);
+  ASSERT_EQ(r.status, 503);
+  EXPECT_NE(r.body.find("--max-connections-per-client"), std::string::npos) << r.body;
+  held.pop_back();
+  EXPECT_TRUE(wait_for([&] { return get("/health").status == 200; }, 5));
+}
+
+// RFC 9112 §6: chunked (last, once) or Content-Length frame a body; any other transfer coding is 501, a
+// malformed list or both framings 400, and the connection closes, so a body is never read as a request.
+TEST_F(HttpHardening, TransferCodingsOtherThanChunkedAreRefusedAndClose) {
+  start();
+  const std::string body = "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";  // smuggled, if read as a request
+  const std::vector<std::pair<std::string, int>> cases = {
+      {"gzip", 501}, {"identity", 501}, {"deflate", 501}, {"x", 501}, {"", 400}, {"chunked, chunked", 400},
+      {"chunked, identity", 400}, {"gzip, chunked", 501}};
+  for (const auto& [te, want] : cases) {
+    SCOPED_TRACE("Transfer-Encoding: " + te);
+    RawConn c(server_->port());
+    c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: " + host() + "\r\nTransfer-Encoding: " + te +
+           "\r\nContent-Type: application/json\r\n\r\n" + body);
+    Reply r = c.read_response(3);
+    EXPECT_EQ(r.status, want) << r.body;
+    EXPECT_TRUE(c.closed_by_server(3));
+    EXPECT_LE(c.read_response(0.2).status, 0);  // no second response
+  }
+  RawConn both(server_->port());
+  both.send("POST /v1/chat/completions HTTP/1.1\r\nHost: " + host() + "\r\nTransfer-Encoding: chunked\r\n"
+            "Content-Length: 5\r\n\r\n0\r\n\r\n");
+  EXPECT_EQ(both.read_response(3).status, 400);
+  EXPECT_TRUE(both.closed_by_server(3));
+}
+
+TEST_F(HttpHardening, HostExpectAndMethodAreCheckedAsTheRfcsSay) {
+  start();
+  auto status = [&](const std::string& head) {
+    RawConn c(server_->port());
+    c.send(head + "\r\n");
+    return c.read_response(3);
+  };
+  const std::string h = "Host: " + host() + "\r\n";
+  EXPECT_EQ(status("GET /health HTTP/1.1\r\n" + h + h).status, 400);                      // two Host fields
+  EXPECT_EQ(status("GET /health HTTP/1.1\r\n").status, 400);                              // none in HTTP/1.1
+  EXPECT_EQ(status("GET /health HTTP/1.0\r\n").status, 200);                              // HTTP/1.0 needs none
+  for (const char* bad : {"", "[::1]attacker.example", "127.0.0.1:abc", ":99999", "a b", "127.0.0.1:99999"}) {
+    EXPECT_EQ(status(std::string("GET /health HTTP/1.1\r\nHost: ") + bad + "\r\n").status, 400) << bad;
+  }
+  for (const char* good : {"localhost", "localhost:8080", "[::1]:80", "127.0.0.1"}) {
+    EXPECT_EQ(status(std::string("GET /health HTTP/1.1\r\nHost: ") + good + "\r\n").status, 200) << good;
+  }
+  EXPECT_EQ(status("GET /health HTTP/1.1\r\n" + h + "Expect: 200-ok\r\n").status, 417);
+  Reply trace = status("TRACE /health HTTP/1.1\r\n" + h);
+  EXPECT_EQ(trace.status, 405);
+  EXPECT_EQ(trace.headers.count("Allow"), 1u);
+  EXPECT_EQ(status("PUT /v1/models HTTP/1.1\r\n" + h + "Content-Length: 0\r\n").status, 405);
+  EXPECT_EQ(status("get /health HTTP/1.1\r\n" + h).status, 501);
+  EXPECT_EQ(status("BREW /health HTTP/1.1\r\n" + h).status, 501);
+}
+
+TEST_F(HttpHardening, OriginsAuthorizationSchemesAndEncodingLayers) {
+  server::ServerOptions o = test_options();
+  o.api_keys = {"K"};
+  start(o);
+  auto models = [&](const std::string& extra) {
+    RawConn c(server_->port());
+    c.send("GET /v1/models HTTP/1.1\r\nHost: " + host() + "\r\n" + extra + "\r\n");
+    return c.read_response(3).status;
+  };
+  EXPECT_EQ(models("Authorization: Bearer K\r\n"), 200);
+  EXPECT_EQ(models("Authorization: bearer K\r\n"), 200);  // the scheme is case-insensitive
+  EXPECT_EQ(models("Authorization: BEARER  K\r\n"), 200);
+  EXPECT_EQ(models("Authorization: Basic K\r\n"), 401);
+  EXPECT_EQ(models("Authorization: Bearer K\r\nOrigin: http://" + host() + "\r\n"), 200);
+  EXPECT_EQ(models("Authorization: Bearer K\r\nOrigin: https://" + host() + "\r\n"), 403);  // plain HTTP here
+  EXPECT_EQ(models("Authorization: Bearer K\r\nOrigin: http://" + host() + "\r\nOrigin: http://evil.example\r\n"), 400);
+  // Two gzip layers: refused, never taken as one.
+  const std::string twice = gzip(gzip(small_chat()));
+  for (const std::string& enc : {std::string("Content-Encoding: gzip\r\nContent-Encoding: gzip\r\n"),
+                                 std::string("Content-Encoding: gzip, gzip\r\n")}) {
+    RawConn c(server_->port());
+    c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: " + host() + "\r\nAuthorization: Bearer K\r\n" + enc +
+           "Content-Type: application/json\r\nContent-Length: " + std::to_string(twice.size()) + "\r\n\r\n" + twice);
+    EXPECT_EQ(c.read_response(5).status, 415) << enc;
+  }
+}
+
+// An image part's bounds must make sense; file: URIs name this machine's files only; no NUL in a path.
+TEST_F(HttpHardening, ImagePartBoundsAndFileUris) {
+  server::ServerOptions o = test_options();
+  o.image_dir = test::data_dir() + "/images";
+  start(o);
+  auto ask = [&](const json& image_part) {
+    json body = chat_body("hi", 1);
+    body["messages"][0]["content"] = json::array({image_part, {{"type", "text"}, {"text", "hi"}}});
+    return post("/v1/chat/completions", body);
+  };
+  const std::string file = test::data_dir() + "/images/png_rgb8_256x256.png";
+  Reply inverted = ask({{"type", "image_url"}, {"image_url", {{"url", "file://" + file}}}, {"min_pixels", 100000},
+                        {"max_pixels", 1000}});
+  EXPECT_EQ(inverted.status, 400);
+  EXPECT_NE(inverted.body.find("min_pixels 100000 is over max_pixels 1000"), std::string::npos) << inverted.body;
+  EXPECT_EQ(ask({{"type", "image_url"}, {"image_url", {{"url", "file://localhost" + file}}}}).status, 200);
+  EXPECT_EQ(ask({{"type", "image_url"}, {"image_url", {{"url", "file://" + file}}}}).status, 200);
+  Reply other = ask({{"type", "image_url"}, {"image_url", {{"url", "file://example.com" + file}}}});
+  EXPECT_EQ(other.status, 400);
+  EXPECT_NE(other.body.find("only this machine's files"), std::string::npos) << other.body;
+  Reply nul = ask({{"type", "image_url"}, {"image_url", {{"url", file + std::string(1, '\0') + ".txt"}}}});
+  EXPECT_EQ(nul.status, 400);
+  EXPECT_NE(nul.body.find("NUL"), std::string::npos) << nul.body;
 }
 
 TEST_F(HttpHardening, AClientThatStopsReadingIsNotBufferedForever) {

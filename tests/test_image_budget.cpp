@@ -1,6 +1,8 @@
 // An image's cost is checked from its header before any pixel is decoded (ImageDecodeLimits::admit, the
 // server's per-request ImageBudget), and a JPEG far over the size it will be resized to is decoded reduced.
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <cstdlib>
 
 #include <gtest/gtest.h>
@@ -106,6 +108,70 @@ TEST(ImageBudget, TokensOfARequestsImagesMustFitTheContext) {
   ASSERT_FALSE(third.ok());
   EXPECT_NE(third.status().message().find("over the context of 400"), std::string::npos) << third.status().message();
   EXPECT_EQ(budget.tokens(), 392);
+}
+
+}  // namespace
+}  // namespace qvl::test
+
+namespace qvl::test {
+namespace {
+
+// The server's decode memory: a byte semaphore with a deadline.
+TEST(DecodeMemory, ReservesReleasesAndRefusesWhatCanNeverFit) {
+  server::DecodeMemory m(100);
+  const auto soon = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  EXPECT_EQ(m.acquire(101, soon), server::DecodeMemory::Got::kTooLarge);
+  EXPECT_EQ(m.acquire(60, soon), server::DecodeMemory::Got::kOk);
+  EXPECT_EQ(m.acquire(60, soon), server::DecodeMemory::Got::kBusy);  // no room before the deadline
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    m.release(60);
+  });
+  EXPECT_EQ(m.acquire(60, std::chrono::steady_clock::now() + std::chrono::seconds(10)), server::DecodeMemory::Got::kOk);
+  t.join();
+  EXPECT_EQ(m.in_use(), 60u);
+  m.release(60);
+  EXPECT_EQ(m.in_use(), 0u);
+}
+
+// Each image a request decodes reserves its header's pixels x kBytesPerPixel and gives them back once the next
+// image is admitted or the budget releases it: one image's decode memory at a time, per request.
+TEST(DecodeMemory, ABudgetHoldsOneImagesReservationAtATime) {
+  std::vector<uint8_t> bytes = read("png_rgb8_448x448.png");
+  const uint64_t one = 448ull * 448 * server::DecodeMemory::kBytesPerPixel;
+  server::DecodeMemory m(one + 10);
+  const auto later = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  {
+    server::ImageBudget b(1 << 20, 3136, 1 << 22, 32);
+    b.use_memory(&m, later);
+    auto first = decode_image(bytes, b.limits({}));
+    ASSERT_TRUE(first.ok()) << first.status().message();
+    EXPECT_EQ(m.in_use(), one);
+    auto second = decode_image(bytes, b.limits({}));  // the first's reservation goes before this one's
+    ASSERT_TRUE(second.ok()) << second.status().message();
+    EXPECT_EQ(m.in_use(), one);
+    b.release_decode();
+    EXPECT_EQ(m.in_use(), 0u);
+    auto third = decode_image(bytes, b.limits({}));
+    ASSERT_TRUE(third.ok());
+  }
+  EXPECT_EQ(m.in_use(), 0u);  // the budget's end gives it back
+  // An image that can never fit is refused from its header, and says which option to raise.
+  server::DecodeMemory small(1000);
+  server::ImageBudget b(1 << 20, 3136, 1 << 22, 32);
+  b.use_memory(&small, later);
+  auto img = decode_image(bytes, b.limits({}));
+  ASSERT_FALSE(img.ok());
+  EXPECT_NE(img.status().message().find("--decode-memory-mb"), std::string::npos) << img.status().message();
+  EXPECT_FALSE(b.busy());
+  // No room before the deadline: busy (the server answers 503).
+  server::DecodeMemory full(one + 10);
+  ASSERT_EQ(full.acquire(one, later), server::DecodeMemory::Got::kOk);
+  server::ImageBudget waiting(1 << 20, 3136, 1 << 22, 32);
+  waiting.use_memory(&full, std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
+  EXPECT_FALSE(decode_image(bytes, waiting.limits({})).ok());
+  EXPECT_TRUE(waiting.busy());
+  full.release(one);
 }
 
 }  // namespace

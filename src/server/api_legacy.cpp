@@ -41,11 +41,11 @@ void vision_completion(ApiContext& ctx, const http::Request& req, http::Response
   const http::FormField* prompt_field = http::find_field(*form, "prompt");
   std::string prompt = prompt_field ? prompt_field->content : "";
   if (prompt.empty()) prompt = kDefaultPrompt;
+  if (auto e = check_queue_room(ctx)) return fail(*e);
   ImageBudget budget = image_budget(ctx, ctx.defaults);
-  auto img = decode_request_image(bytes, ctx.images, "image", &budget);
-  if (!img.ok()) return fail({400, img.status().message()});
-  std::vector<ImageRGB> images;
-  images.push_back(std::move(img).value());
+  budget.use_memory(ctx.decode_memory, request_deadline(ctx));
+  std::vector<ImageRGB> images(1);
+  if (auto e = load_image_for_request(ctx, budget, ctx.defaults, 0, bytes, "image", 0, true, images[0])) return fail(*e);
   InferenceRequest ir = one_turn(ctx, std::move(prompt), std::move(images));
   if (const http::FormField* max_tokens = http::find_field(*form, "max_tokens")) {
     if (Status s = parse_form_max_tokens(max_tokens->content, ir.options.max_tokens); !s.ok()) {
@@ -73,10 +73,12 @@ void chat(ApiContext& ctx, const http::Request& req, http::Response& res) {
   LegacyChatRequest& r = *parsed;
   std::vector<ImageRGB> images;
   if (!r.image.empty()) {
+    if (auto e = check_queue_room(ctx)) return fail(*e);
     ImageBudget budget = image_budget(ctx, ctx.defaults);
-    auto img = load_request_image(r.image, ctx.images, "image", &budget);
-    if (!img.ok()) return fail({400, img.status().message()});
-    images.push_back(std::move(img).value());
+    budget.use_memory(ctx.decode_memory, request_deadline(ctx));
+    images.resize(1);
+    if (auto e = load_image_for_request(ctx, budget, ctx.defaults, 0, r.image, "image", 0, false, images[0]))
+      return fail(*e);
   }
   InferenceRequest ir = one_turn(ctx, std::move(r.question), std::move(images));
   ir.options.max_tokens = r.max_tokens;

@@ -192,8 +192,33 @@ Result<int64_t> ImageBudget::admit(int64_t width, int64_t height) {
                          " image tokens, over the context of " + std::to_string(max_tokens_) +
                          " (hint: send smaller or fewer images, or lower max_pixels)");
   }
+  // The decode's memory, from the server's budget: the previous image's is given back first (it is resized
+  // by now), then this one waits for room.
+  release_decode();
+  busy_ = false;
+  if (memory_) {
+    const uint64_t bytes = static_cast<uint64_t>(width) * static_cast<uint64_t>(height) * DecodeMemory::kBytesPerPixel;
+    switch (memory_->acquire(bytes, deadline_)) {
+      case DecodeMemory::Got::kOk: held_ = bytes; break;
+      case DecodeMemory::Got::kTooLarge:
+        return Status::Error("image " + std::to_string(images_) + " is " + std::to_string(width) + "x" +
+                             std::to_string(height) + ": decoding it takes " + std::to_string(bytes >> 20) +
+                             " MiB, over the server's image decode memory of " + std::to_string(memory_->capacity() >> 20) +
+                             " MiB (--decode-memory-mb); send a smaller image");
+      case DecodeMemory::Got::kBusy:
+        busy_ = true;
+        return Status::Error("the server is decoding other images and has no room for image " + std::to_string(images_) +
+                             " (" + std::to_string(width) + "x" + std::to_string(height) + ") before the request's "
+                             "deadline; retry in a moment");
+    }
+  }
   tokens_ += tokens;
   return pixels;
+}
+
+void ImageBudget::release_decode() {
+  if (memory_ && held_ > 0) memory_->release(held_);
+  held_ = 0;
 }
 
 Result<ImageRGB> decode_request_image(std::string_view bytes, const ImagePolicy& policy, const std::string& where,
@@ -203,6 +228,23 @@ Result<ImageRGB> decode_request_image(std::string_view bytes, const ImagePolicy&
   if (!img.ok()) return img.status().with_context(where);
   return img;
 }
+
+namespace {
+
+// The path of a file: URI (RFC 8089): "file:///abs/path" or "file://localhost/abs/path"; a URI naming another
+// host is refused (it is not a file of this machine).
+Result<std::string_view> file_uri_path(std::string_view ref, const std::string& where) {
+  const std::string_view rest = ref.substr(7);
+  const size_t slash = rest.find('/');
+  const std::string_view authority = rest.substr(0, slash);
+  const bool local = authority.empty() || (authority.size() == 9 && starts_with_ci(authority, "localhost"));
+  if (slash == std::string_view::npos || !local)
+    return Status::Error(where + ": " + quote(ref) + " names a file on host '" + std::string(authority.substr(0, 60)) +
+                         "'; only this machine's files are read (file:///path or file://localhost/path)");
+  return rest.substr(slash);
+}
+
+}  // namespace
 
 Result<ImageRGB> load_request_image(std::string_view ref_in, const ImagePolicy& policy, const std::string& where,
                                     ImageBudget* budget) {
@@ -225,9 +267,11 @@ Result<ImageRGB> load_request_image(std::string_view ref_in, const ImagePolicy& 
   std::string_view path = ref;
   bool is_path = false;
   if (starts_with_ci(ref, "file://")) {
-    path = ref.substr(7);
+    QVL_ASSIGN_OR_RETURN(path, file_uri_path(ref, where));
     is_path = true;
   }
+  if (path.find('\0') != std::string_view::npos)
+    return Status::Error(where + ": the image reference has a NUL byte; a path or URI never does");
   if (!is_path) {
     auto bytes = base64_decode(ref);
     if (bytes.ok() && looks_like_image_data(*bytes)) return decode_bytes(*bytes);
@@ -271,9 +315,11 @@ Result<std::vector<uint8_t>> load_request_video_bytes(std::string_view ref_in, c
   std::string_view path = ref;
   bool is_path = false;
   if (starts_with_ci(ref, "file://")) {
-    path = ref.substr(7);
+    QVL_ASSIGN_OR_RETURN(path, file_uri_path(ref, where));
     is_path = true;
   }
+  if (path.find('\0') != std::string_view::npos)
+    return Status::Error(where + ": the video reference has a NUL byte; a path or URI never does");
   if (!is_path) {
     const bool path_like = ref.size() <= 4096 && ref.find('\n') == std::string_view::npos;
     // Short base64 of a format looks_like_video leaves to the decoder (GIF, Ogg, FLV) is data too.

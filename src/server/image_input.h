@@ -2,11 +2,14 @@
 // --image-dir, checked after resolving symlinks); http(s) URLs are refused, never fetched.
 #pragma once
 
+#include <chrono>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "server/decode_memory.h"
 #include "io/image.h"
 #include "io/video.h"
 #include "model/video_processor.h"
@@ -35,6 +38,20 @@ struct ImagePolicy {
 class ImageBudget {
  public:
   ImageBudget(int64_t max_tokens, int64_t min_pixels, int64_t max_pixels, int factor);
+  ~ImageBudget() { release_decode(); }
+  ImageBudget(const ImageBudget&) = delete;
+  ImageBudget& operator=(const ImageBudget&) = delete;
+  // Each image admitted also reserves its decode's memory (DecodeMemory::kBytesPerPixel per pixel of its
+  // header's size) from `memory`, waiting for room until `deadline`; held until release_decode() or the next
+  // image's admission (images are decoded one at a time).
+  void use_memory(DecodeMemory* memory, std::chrono::steady_clock::time_point deadline) {
+    memory_ = memory;
+    deadline_ = deadline;
+  }
+  void release_decode();
+  // The last refusal was for want of room in the decode memory before the deadline (a 503, not the image's
+  // fault).
+  bool busy() const { return busy_; }
   // `base` with admit() bound to this budget (the budget must outlive the decode).
   ImageDecodeLimits limits(const ImageDecodeLimits& base);
   int64_t tokens() const { return tokens_; }  // taken so far
@@ -52,6 +69,10 @@ class ImageBudget {
   int factor_;
   int images_ = 0;
   int64_t tokens_ = 0;
+  DecodeMemory* memory_ = nullptr;
+  std::chrono::steady_clock::time_point deadline_{};
+  uint64_t held_ = 0;  // bytes reserved in memory_
+  bool busy_ = false;
 };
 
 // Makes the policy for --image-dir DIR: the directory must exist; it is stored canonical.

@@ -58,6 +58,9 @@ Result<PreprocessOptions> image_size_fields(const json& part, const std::string&
   }
   if ((o.resized_height > 0) != (o.resized_width > 0))
     return Status::Error(where + ": resized_height and resized_width go together; got only one");
+  if (o.min_pixels > 0 && o.max_pixels > 0 && o.min_pixels > o.max_pixels)
+    return Status::Error(where + ": min_pixels " + std::to_string(o.min_pixels) + " is over max_pixels " +
+                         std::to_string(o.max_pixels) + "; give min_pixels <= max_pixels");
   return o;
 }
 
@@ -123,6 +126,9 @@ Result<VideoRef> video_part(const json& part, const std::string& where) {
       *field = static_cast<int>(x);
     }
   }
+  if (v.options.min_pixels > 0 && v.options.max_pixels > 0 && v.options.min_pixels > v.options.max_pixels)
+    return Status::Error(where + ": min_pixels " + std::to_string(v.options.min_pixels) + " is over max_pixels " +
+                         std::to_string(v.options.max_pixels) + "; give min_pixels <= max_pixels");
   return v;
 }
 

@@ -408,8 +408,41 @@ def table(port):
         ("GET on a POST endpoint", f"GET /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()),
         ("POST to nowhere", f"POST /nowhere HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode()),
     ]
+    # Framing and header fields as RFC 9110/9112 have them (issue 29): a transfer coding other than chunked
+    # (a smuggled second request in the body must never be answered), bad or doubled Host, Expect, methods.
+    smuggled = f"GET /v1/models HTTP/1.1\r\nHost: {host}\r\n\r\n"
+    for te in ["gzip", "identity", "deflate", "x", "", "chunked, chunked", "chunked, identity", "gzip, chunked"]:
+        http_rows.append((f"Transfer-Encoding: {te!r} then a smuggled request",
+                          f"POST /api/chat HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: {te}\r\n\r\n{smuggled}".encode()))
+    http_rows += [
+        ("chunked and content-length", f"POST /api/chat HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n".encode()),
+        ("two Host fields", f"GET /v1/models HTTP/1.1\r\nHost: {host}\r\nHost: attacker.example\r\n\r\n".encode()),
+        ("HTTP/1.1 without Host", b"GET /v1/models HTTP/1.1\r\nConnection: close\r\n\r\n"),
+        ("empty Host", b"GET /v1/models HTTP/1.1\r\nHost: \r\nConnection: close\r\n\r\n"),
+        ("Host [::1]attacker.example", b"GET /v1/models HTTP/1.1\r\nHost: [::1]attacker.example\r\n\r\n"),
+        ("Host 127.0.0.1:abc", b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1:abc\r\n\r\n"),
+        ("Host :99999", b"GET /v1/models HTTP/1.1\r\nHost: :99999\r\n\r\n"),
+        ("Expect: 200-ok", f"GET /v1/models HTTP/1.1\r\nHost: {host}\r\nExpect: 200-ok\r\n\r\n".encode()),
+        ("TRACE", f"TRACE /v1/models HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()),
+        ("lowercase method", f"get /v1/models HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()),
+        ("two Origin fields", f"GET /v1/models HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\nOrigin: http://attacker.example\r\n\r\n".encode()),
+        ("https Origin of this host", f"GET /v1/models HTTP/1.1\r\nHost: {host}\r\nOrigin: https://{host}\r\n\r\n".encode()),
+        ("gzip twice", f"POST /api/chat HTTP/1.1\r\nHost: {host}\r\nContent-Encoding: gzip, gzip\r\nContent-Type: application/json\r\n".encode()
+         + f"Content-Length: {len(gzip.compress(gzip.compress(b'{}')))}\r\n\r\n".encode() + gzip.compress(gzip.compress(b"{}"))),
+    ]
     for name, raw in http_rows:
         add("http", name, raw, "http_error")
+    # Objects of many keys: refused by the pre-parse scan in linear time (the parser would take seconds).
+    many_keys = b"{" + b",".join(b'"k%d":1' % i for i in range(100000)) + b"}"
+    add("json", "100k keys in one object", request("POST", "/v1/chat/completions", many_keys, JSON, port), timeout=5)
+    # Image parts whose bounds contradict each other, and file: URIs to another host.
+    add("images", "min_pixels over max_pixels", request("POST", "/v1/chat/completions", js({
+        "model": "x", "max_tokens": 2, "messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(
+                (IMAGES / "png_rgb8_256x256.png").read_bytes()).decode()}, "min_pixels": 100000, "max_pixels": 1000},
+            {"type": "text", "text": "what?"}]}]}), JSON, port))
+    add("images", "file URI of another host", request("POST", "/v1/chat/completions", js(
+        image_request("/v1/chat/completions", "file://attacker.example/etc/passwd")), JSON, port))
     # DNS rebinding and cross-site requests against every endpoint: refused from the header alone.
     for path in list(ENDPOINTS) + ["/v1/vision/completion"]:
         for hdrs in ({"Host": "rebind.attacker.example"}, {"Host": f"rebind.attacker.example:{port}"},
@@ -495,6 +528,34 @@ def rss_mb(pid):
     return 0.0
 
 
+def hwm_mb(pid):
+    """The process's peak resident memory so far (VmHWM), in MB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def pixel_group(port, pid):
+    """Cheap files, expensive pixels (issue 29): six 10000x10000 PNGs of one colour (about 30 KB each) asked at
+    detail low. Each is decoded at full size (the reference resizes the full image), but one at a time and
+    resized at once, so the server's peak memory grows by about one image (300 MB of RGB), not six. Returns
+    (name, ok, detail) rows."""
+    png = base64.b64encode(big_png(10000, 10000)).decode()
+    body = {"model": "x", "max_tokens": 2, "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + png, "detail": "low"}} for _ in range(6)]
+        + [{"type": "text", "text": "what?"}]}]}
+    before = hwm_mb(pid)
+    t0 = time.monotonic()
+    r = send_raw(port, request("POST", "/v1/chat/completions", js(body), JSON, port), timeout=120)
+    grew = hwm_mb(pid) - before
+    print(f"pixels: six 10000x10000 PNGs at detail low: status {r.status} in {time.monotonic() - t0:.1f} s; "
+          f"peak RSS grew by {grew:.0f} MB")
+    return [("six 10000x10000 PNGs answered", r.status == 200, f"status {r.status}: {r.body[:200]!r}"),
+            ("six 10000x10000 PNGs decoded one at a time", grew < 900, f"peak RSS grew by {grew:.0f} MB (bound 900)")]
+
+
 def judge(kind, r):
     """None when the reply is what the row asks for, else why not."""
     if r.dropped:
@@ -567,6 +628,7 @@ def main():
             if rss > base_rss + RSS_BOUND_MB:
                 failures.append(f"[{group}] RSS {rss:.0f} MB, over the bound of {base_rss + RSS_BOUND_MB:.0f} MB")
         slow = slow_group(port, health) if health() else []
+        slow += pixel_group(port, proc.pid) if health() else []
         for name, ok, detail in slow:
             counts["slow"] = counts.get("slow", 0) + 1
             if not ok:

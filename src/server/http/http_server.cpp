@@ -7,15 +7,20 @@
 // next (pipelined or after keep-alive) only once the response is sent, so answers keep the requests' order.
 #include "server/http/http_server.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include <algorithm>
 #include <array>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 #include <unordered_map>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -55,6 +60,112 @@ std::string lower_trimmed(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
   return out;
+}
+
+// A Host header value (RFC 9110 §7.2, RFC 3986 §3.2.2): "[IPv6]" or a reg-name / IPv4 of URI characters,
+// then an optional ":" and port digits (0-65535). Empty, "[::1]attacker.example", "127.0.0.1:abc", ":99999"
+// and the like are not.
+bool valid_host_value(std::string_view v) {
+  if (v.empty()) return false;
+  std::string_view host = v, port;
+  if (v.front() == '[') {
+    const size_t close = v.find(']');
+    if (close == std::string_view::npos) return false;
+    const std::string inside(v.substr(1, close - 1));
+    in6_addr a{};
+    if (inet_pton(AF_INET6, inside.c_str(), &a) != 1) return false;
+    if (close + 1 < v.size() && v[close + 1] != ':') return false;
+    port = close + 1 < v.size() ? v.substr(close + 2) : std::string_view();
+  } else {
+    const size_t colon = v.find(':');
+    host = v.substr(0, colon);
+    if (colon != std::string_view::npos) port = v.substr(colon + 1);
+    if (host.empty()) return false;
+    for (char c : host) {
+      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      std::string_view("-._~%!$&'()*+,;=").find(c) != std::string_view::npos;
+      if (!ok) return false;
+    }
+  }
+  if (port.size() > 5) return false;
+  uint32_t n = 0;
+  for (char c : port) {
+    if (c < '0' || c > '9') return false;
+    n = n * 10 + static_cast<uint32_t>(c - '0');
+  }
+  return n <= 65535;
+}
+
+// What the request's framing and header fields say is wrong (RFC 9112 §6, §9110 §7.2, §10.1.1), as
+// (status, message); status 0: nothing. Checked before the body is read; each refusal closes the connection,
+// since what follows on it could not be told apart from the body.
+std::pair<int, std::string> framing_error(const bhttp::request_parser<bhttp::string_body>& parser,
+                                          const std::vector<std::pair<std::string, std::string>>& headers) {
+  std::vector<std::string> codings;
+  bool transfer_encoding = false;
+  int lengths = 0, hosts = 0;
+  std::string host;
+  for (const auto& [k, v] : headers) {
+    if (iequals(k, "Transfer-Encoding")) {
+      transfer_encoding = true;
+      size_t start = 0;
+      for (;;) {
+        const size_t comma = v.find(',', start);
+        codings.push_back(lower_trimmed(std::string_view(v).substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    } else if (iequals(k, "Content-Length")) {
+      ++lengths;
+    } else if (iequals(k, "Host")) {
+      ++hosts;
+      host = v;
+    }
+  }
+  if (transfer_encoding) {
+    if (lengths > 0)
+      return {400, "the request has both Transfer-Encoding and Content-Length; send one (RFC 9112 section 6.3)"};
+    int chunked = 0;
+    for (const std::string& c : codings) chunked += c == "chunked";
+    for (const std::string& c : codings)
+      if (c.empty()) return {400, "the request's Transfer-Encoding has an empty coding; send 'chunked'"};
+    if (chunked > 1 || (chunked == 1 && codings.back() != "chunked"))
+      return {400, "the request's Transfer-Encoding must end with 'chunked', once; got '" + [&] {
+                std::string all;
+                for (const std::string& c : codings) all += (all.empty() ? "" : ", ") + c;
+                return all.substr(0, 100);
+              }() + "'"};
+    for (const std::string& c : codings)
+      if (c != "chunked")
+        return {501, "Transfer-Encoding '" + c.substr(0, 40) + "' is not supported; send the body as it is "
+                     "(Content-Length) or chunked"};
+  }
+  if (hosts > 1) return {400, "the request has " + std::to_string(hosts) + " Host header fields; send one"};
+  if (hosts == 0 && parser.get().version() >= 11) return {400, "an HTTP/1.1 request must have a Host header field"};
+  if (hosts == 1 && !valid_host_value(host))
+    return {400, "the Host header '" + host.substr(0, 100) + "' is not a host name or address with an optional port"};
+  for (const auto& [k, v] : headers) {
+    if (iequals(k, "Expect") && lower_trimmed(v) != "100-continue")
+      return {417, "the request expects '" + v.substr(0, 60) + "'; only 'Expect: 100-continue' is supported"};
+  }
+  // Methods: the ones the server answers; other methods of HTTP 405 (with Allow); anything else 501.
+  switch (parser.get().method()) {
+    case bhttp::verb::get:
+    case bhttp::verb::head:
+    case bhttp::verb::post:
+    case bhttp::verb::options: break;
+    case bhttp::verb::put:
+    case bhttp::verb::delete_:
+    case bhttp::verb::patch:
+    case bhttp::verb::trace:
+    case bhttp::verb::connect:
+      return {405, "method " + std::string(parser.get().method_string()) + " is not allowed; the server takes GET, HEAD, "
+                   "POST and OPTIONS"};
+    default:
+      return {501, "method '" + std::string(parser.get().method_string()).substr(0, 20) + "' is not implemented (methods "
+                   "are upper case: GET, HEAD, POST, OPTIONS)"};
+  }
+  return {0, ""};
 }
 
 // A header value as written: CR and LF dropped, so no value can start another header.
@@ -156,7 +267,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   WorkerPool pool;
   std::atomic<bool> started{false}, stopping{false};
   std::atomic<int> connections{0};  // accepted and not refused
+  std::atomic<int> probe_connections{0};  // past the limit, allowed one probe (limits.probe_reserve)
   std::atomic<int> active{0};
+  std::mutex clients_mu;
+  std::unordered_map<std::string, int> clients;  // open connections per remote address (I/O thread and destructors)
   int port = -1;
   std::mutex conns_mu;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> conns;
@@ -177,6 +291,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
   ~Connection() {
     if (counted_conn_) srv_->connections.fetch_sub(1);
+    if (probe_only_) srv_->probe_connections.fetch_sub(1);
+    if (counted_client_) {
+      std::lock_guard<std::mutex> l(srv_->clients_mu);
+      if (auto it = srv_->clients.find(remote_); it != srv_->clients.end() && --it->second <= 0) srv_->clients.erase(it);
+    }
     std::lock_guard<std::mutex> l(srv_->conns_mu);
     srv_->conns.erase(this);
   }
@@ -187,13 +306,39 @@ class Connection : public std::enable_shared_from_this<Connection> {
     read_request();
   }
 
-  // Over the connection cap: a 503 at once, then close.
-  void refuse() {
+  const std::string& remote() const { return remote_; }
+
+  // Counts this connection against its address's cap; false (not counted) when the address is at the cap.
+  bool count_client() {
+    const int cap = srv_->limits.max_connections_per_client;
+    std::lock_guard<std::mutex> l(srv_->clients_mu);
+    int& n = srv_->clients[remote_];
+    if (cap > 0 && n >= cap) {
+      if (n == 0) srv_->clients.erase(remote_);
+      return false;
+    }
+    ++n;
+    counted_client_ = true;
+    return true;
+  }
+
+  // Past the connection limit, within the probe reserve: one request, answered only if it is a probe.
+  void start_probe_only() {
+    probe_only_ = true;
+    srv_->probe_connections.fetch_add(1);
+    read_request();
+  }
+
+  // Over a connection cap: a 503 at once, then close.
+  void refuse(bool per_client = false) {
     req_ = std::make_shared<Request>();
     Response res;
     srv_->handlers.error(*req_, 503,
-                         "the server has " + std::to_string(srv_->limits.max_connections) +
-                             " connections open, its limit (--max-connections); retry in a moment",
+                         per_client ? "this address has " + std::to_string(srv_->limits.max_connections_per_client) +
+                                          " connections open, the limit for one client (--max-connections-per-client); "
+                                          "close some or retry in a moment"
+                                    : "the server has " + std::to_string(srv_->limits.max_connections) +
+                                          " connections open, its limit (--max-connections); retry in a moment",
                          res);
     res.set_header("Retry-After", "1");
     write_then_close(std::make_shared<std::string>(serialize_head(res, false, true) + res.body));
@@ -288,7 +433,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void read_header() {
     // One deadline for the whole header, however it is dripped in.
-    stream_.expires_after(millis(limits().header_timeout_s));
+    stream_.expires_after(millis(probe_only_ ? std::min(limits().header_timeout_s, limits().probe_header_timeout_s)
+                                             : limits().header_timeout_s));
     bhttp::async_read_header(stream_, buffer_, *parser_,
                              [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
   }
@@ -330,6 +476,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     fill_request();
     Request& req = *req_;
+    if (probe_only_) {
+      keep_alive_ = false;  // one request on a connection past the limit
+      if (!srv_->handlers.is_probe || !srv_->handlers.is_probe(req)) {
+        auto res = std::make_shared<Response>();
+        srv_->handlers.error(req, 503,
+                             "the server has " + std::to_string(srv_->limits.max_connections) +
+                                 " connections open, its limit (--max-connections); retry in a moment",
+                             *res);
+        res->set_header("Retry-After", "1");
+        return send(req_, res, true);
+      }
+    }
     if (req.headers.size() > kMaxHeaderFields) {
       return fail(431, "the request has " + std::to_string(req.headers.size()) + " header fields, over the limit of " +
                            std::to_string(kMaxHeaderFields));
@@ -338,10 +496,35 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return fail(400, "malformed HTTP request: the target must be a path starting with '/', got '" +
                            req.target.substr(0, 80) + "'");
     }
+    if (auto [status, why] = framing_error(*parser_, req.headers); status != 0) {
+      if (status == 405) {
+        auto res = std::make_shared<Response>();
+        srv_->handlers.error(req, status, why, *res);
+        res->set_header("Allow", "GET, HEAD, POST, OPTIONS");
+        return send(req_, res, true);
+      }
+      return fail(status, why);
+    }
     const auto length = parser_->content_length();
     if (length && *length > limits().max_body) return fail(413, too_large());
-    encoding_ = lower_trimmed(req.header("Content-Encoding"));
-    if (encoding_ == "identity") encoding_.clear();
+    // Content-Encoding: one layer at most (every field, every comma-separated coding; identity is none), so a
+    // body is never taken as plain text while it is still compressed.
+    encoding_.clear();
+    for (const auto& [k, v] : req.headers) {
+      if (!iequals(k, "Content-Encoding")) continue;
+      for (size_t start = 0;;) {
+        const size_t comma = v.find(',', start);
+        const std::string c = lower_trimmed(std::string_view(v).substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+        if (!c.empty() && c != "identity") {
+          if (!encoding_.empty())
+            return fail(415, "the request body has two Content-Encoding layers ('" + encoding_ + "', '" + c.substr(0, 40) +
+                                 "'); send it compressed once, with gzip or deflate");
+          encoding_ = c;
+        }
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    }
     if (!encoding_.empty() && encoding_ != "gzip" && encoding_ != "x-gzip" && encoding_ != "deflate") {
       return fail(415, "Content-Encoding '" + encoding_ + "' is not supported; send the body as it is, or gzip or deflate");
     }
@@ -523,6 +706,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool keep_alive_ = true;
   bool counted_ = false;       // this request is in `active`
   bool counted_conn_ = false;  // this connection is in `connections`
+  bool probe_only_ = false;    // past the limit: in `probe_connections`, one probe answered
+  bool counted_client_ = false;  // in `clients[remote_]`
 };
 
 }  // namespace
@@ -536,10 +721,14 @@ void HttpServer::Impl::accept() {
         std::lock_guard<std::mutex> l(self->conns_mu);
         self->conns.emplace(c.get(), c);
       }
-      if (self->connections.load() >= self->limits.max_connections) {
-        c->refuse();
-      } else {
+      if (!c->count_client()) {
+        c->refuse(/*per_client=*/true);
+      } else if (self->connections.load() < self->limits.max_connections) {
         c->start();
+      } else if (self->probe_connections.load() < self->limits.probe_reserve) {
+        c->start_probe_only();
+      } else {
+        c->refuse();
       }
     }
     self->accept();  // (out of descriptors: the next accept fails the same way until one is freed)

@@ -20,7 +20,13 @@ struct HttpLimits {
   double body_timeout_s = 60;         // to receive the whole body once the header is in; then 408
   double keep_alive_s = 5;            // an idle connection between requests is closed after this
   double write_timeout_s = 30;        // a client that takes none of a response's bytes for this long is dropped
-  int max_connections = 256;          // more are answered 503 and closed at once
+  int max_connections = 256;          // more are answered 503 (probes excepted: below)
+  // Past max_connections, up to this many more connections may each send one request, which is answered
+  // only when HttpHandlers::is_probe says it is a probe (health checks never starve behind a full table);
+  // others get 503. Such a connection has probe_header_timeout_s for its header and is closed after the answer.
+  int probe_reserve = 8;
+  double probe_header_timeout_s = 2;
+  int max_connections_per_client = 0; // connections from one address at once (0: no limit); more get 503
   int workers = 16;                   // threads that run blocking handlers
 };
 
@@ -30,6 +36,9 @@ struct HttpHandlers {
   std::function<bool(const Request& req, Response& res)> on_header;
   // Whether a request is cheap and never blocks, so it is answered on the I/O thread (health, metrics).
   std::function<bool(const Request& req)> is_inline;
+  // Whether a request is a probe (liveness, readiness, metrics), answered even on a connection past the
+  // connection limit (HttpLimits::probe_reserve). Must be inline too.
+  std::function<bool(const Request& req)> is_probe;
   // Answers a request: on the I/O thread when is_inline, else on a worker.
   std::function<void(Request& req, Response& res)> handle;
   // The error response for a failure the server detects itself (status 400, 408, 413, 415, 431, 500, 503).
