@@ -72,11 +72,11 @@ Ran qvl(const std::vector<std::string>& args) {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// The line of `help` that describes `option`.
+// The line of `help` that describes `option` (among its other spellings: "-c,--ctx,--ctx-size N").
 std::string help_line(const std::string& help, const std::string& option) {
   std::istringstream in(help);
   for (std::string line; std::getline(in, line);)
-    if (contains(line, option + " ")) return line;
+    if (contains(line, option + " ") || contains(line, option + ",")) return line;
   return "";
 }
 

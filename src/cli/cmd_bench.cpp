@@ -38,6 +38,8 @@ int cmd_bench(const Args& args) {
   opts.sampling.temperature = 0;  // greedy: no sampling cost differences between runs
   WeightTypes types = default_weight_types();
   add_model_option(cli, model_dir, ModelSpec::kDirectoryOrHubId)->required();
+  std::string mmproj;
+  add_mmproj_option(cli, mmproj);
   add_image_option(cli, image_path);
   add_prompt_option(cli, prompt);
   add_max_tokens_option(cli, opts.max_tokens, 1);
@@ -73,7 +75,7 @@ int cmd_bench(const Args& args) {
     video_files.push_back(std::move(bytes).value());
   }
   const auto t0 = std::chrono::steady_clock::now();
-  auto model = Model::load(model_dir, types, threads);
+  auto model = Model::load(model_dir, types, threads, mmproj);
   if (!model.ok()) return fail(cmd, model.status().message());
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 

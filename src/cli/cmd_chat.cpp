@@ -55,6 +55,8 @@ int cmd_chat(const Args& args) {
   WeightTypes weight_types = default_weight_types();
   SamplingArgs sampling;
   add_model_option(cli, model_dir, ModelSpec::kDirectoryOrHubId)->required();
+  std::string mmproj;
+  add_mmproj_option(cli, mmproj);
   add_image_option(cli, image_paths);
   cli.add_option("--system", system, "a system message before the conversation")->type_name("TEXT");
   add_max_tokens_option(cli, opts.max_tokens);
@@ -81,7 +83,7 @@ int cmd_chat(const Args& args) {
 
   const bool interactive = isatty(STDIN_FILENO);
   std::fprintf(stderr, "loading %s ...\n", model_dir.c_str());
-  auto model = Model::load(model_dir, weight_types, threads);
+  auto model = Model::load(model_dir, weight_types, threads, mmproj);
   if (!model.ok()) return fail(cmd, model.status().message());
   auto defaults = SamplingParams::from_generation_config((*model)->generation());
   if (!defaults.ok()) return fail(cmd, defaults.status().message());

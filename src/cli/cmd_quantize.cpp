@@ -18,6 +18,8 @@ int cmd_quantize(const Args& args) {
   WeightTypes types = default_weight_types();
   int threads = 0;  // Model::load: one per physical core
   add_model_option(cli, model_dir, ModelSpec::kDirectoryOrHubId)->required();
+  std::string mmproj;
+  add_mmproj_option(cli, mmproj);
   cli.add_option("--out", out_dir, "the model directory to write")->type_name("DIR")->required();
   GgufWriteTypes gguf_types;
   gguf_types.text = weight_type_name(*types.text);
@@ -48,8 +50,10 @@ int cmd_quantize(const Args& args) {
   }
   if (format == "gguf") {
     // Written from the stored float weights, quantized as qvl quantizes them at load.
-    auto model = Model::load(model_dir, WeightTypes{}, threads);
+    auto model = Model::load(model_dir, WeightTypes{}, threads, mmproj);
     if (!model.ok()) return fail(cmd, model.status().message());
+    if (!(*model)->has_vision())
+      return fail(cmd, model_dir + " has no vision file: quantize writes the whole model; pass --mmproj FILE (its mmproj-*.gguf)");
     std::string name = std::filesystem::path(model_dir).filename().string();
     if (name.empty()) name = std::filesystem::path(model_dir).parent_path().filename().string();
     auto path = write_gguf_model(**model, gguf_types, out_dir, name.empty() ? "model" : name);
@@ -59,8 +63,10 @@ int cmd_quantize(const Args& args) {
                  gguf_types.text.c_str(), gguf_types.vision.c_str(), secs);
     return 0;
   }
-  auto model = Model::load(model_dir, types, threads);
+  auto model = Model::load(model_dir, types, threads, mmproj);
   if (!model.ok()) return fail(cmd, model.status().message());
+  if (!(*model)->has_vision())
+    return fail(cmd, model_dir + " has no vision file: quantize writes the whole model; pass --mmproj FILE (its mmproj-*.gguf)");
   Status s = write_converted_model(**model, out_dir);
   if (!s.ok()) return fail(cmd, s.message());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -33,6 +33,8 @@ int cmd_run(const Args& args) {
   WeightTypes weight_types = default_weight_types();
   SamplingArgs sampling;
   add_model_option(cli, model_dir, ModelSpec::kDirectoryOrHubId)->required();
+  std::string mmproj;
+  add_mmproj_option(cli, mmproj);
   add_image_option(cli, image_paths);
   add_prompt_option(cli, prompt)->required();
   cli.add_option("--system", system, "a system message before the prompt")->type_name("TEXT");
@@ -83,7 +85,7 @@ int cmd_run(const Args& args) {
 
   std::fprintf(stderr, "loading %s ...\n", model_dir.c_str());
   const double t_load = now_ms();
-  auto model = Model::load(model_dir, weight_types, threads);
+  auto model = Model::load(model_dir, weight_types, threads, mmproj);
   if (!model.ok()) return fail(cmd, model.status().message());
   const double load_ms = now_ms() - t_load;
   std::fprintf(stderr, "loaded in %.0f ms (%.2f GB of weights mapped; text %s, vision %s), %d threads, %s kernels\n",

@@ -16,10 +16,12 @@
 #include "model/bundled_files.h"
 #include "model/config.h"
 #include "model/generation_config.h"
+#include "model/gguf_checkpoint.h"
 #include "model/image_processor.h"
 #include "model/test_model.h"
 #include "model/resolve.h"
 #include "server/server.h"
+#include "util/builtin_files.h"
 #include "util/cpu_budget.h"
 #include "util/sd_notify.h"
 
@@ -33,7 +35,7 @@ namespace {
 // service units; a flag on the command line wins over the environment. The help shows each name.
 void add_environment_names(CLI::App& app) {
   for (CLI::Option* opt : app.get_options()) {
-    if (opt->get_lnames().empty() || opt->get_lnames().front() == "help") continue;
+    if (opt->get_lnames().empty() || opt->get_lnames().front() == "help" || opt->get_group().empty()) continue;
     std::string name = "QVL_";
     for (char c : opt->get_lnames().front()) name += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     opt->envname(name);
@@ -79,6 +81,14 @@ int cmd_serve(const std::vector<std::string>& args) {
   add_model_option(cli, model_spec, ModelSpec::kDirectoryOrHubId);
   cli.add_flag("--demo", demo, "serve a tiny generated test model (random weights: gibberish answers)");
   add_model_files_option(cli, model_files);
+  std::string alias;
+  cli.add_option("--alias", alias,
+                 "the model's name in the APIs (/v1/models, responses' \"model\", /api/tags; also "
+                 "--served-model-name)")
+      ->type_name("NAME")->default_str("the hub id, or the model's directory or file name");
+  add_hidden_alias(cli, "--served-model-name", alias);
+  std::string mmproj;
+  add_mmproj_option(cli, mmproj);
   cli.add_option("--host", o.host, "listen address (0.0.0.0: every interface; see docs/API.md before exposing it)")
       ->type_name("ADDR")->default_str(o.host);
   cli.add_option("--port", o.port, "listen port")->type_name("N")->check(integer_in(1, 65535))->default_str(std::to_string(o.port));
@@ -115,6 +125,14 @@ int cmd_serve(const std::vector<std::string>& args) {
       ->type_name("NAME")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->allow_extra_args(false);
   cli.add_option("--max-connections", o.max_connections, "connections open at once; more get 503")->type_name("N")
       ->check(integer_in(1, 100000))->default_str(std::to_string(o.max_connections));
+  cli.add_option("--decode-memory-mb", o.decode_memory_mb,
+                 "memory for decoding images, all requests together (MiB; a request waits for room or gets 503; "
+                 "0: an eighth of the RAM, within 1-8 GiB)")
+      ->type_name("MIB")->check(integer_in(0, 1 << 24))->default_str("0");
+  cli.add_option("--max-connections-per-client", o.max_connections_per_client,
+                 "connections open at once from one client address; more get 503 (0: no limit; behind a proxy "
+                 "every connection comes from the proxy)")
+      ->type_name("N")->check(integer_in(0, 100000))->default_str(std::to_string(o.max_connections_per_client));
   cli.add_option("--image-dir,--media-dir", o.image_dir, "allow requests to name local image and video files inside DIR")->type_name("DIR");
   cli.add_option("--max-body", o.max_body, "largest request body in bytes (after decompression)")->type_name("BYTES")
       ->check(integer_in(1024, 1ll << 34))->default_str(std::to_string(o.max_body));
@@ -129,6 +147,7 @@ int cmd_serve(const std::vector<std::string>& args) {
     if (k.empty()) return fail(cmd, "--api-key is empty");
   }
   if (demo && !model_spec.empty()) return fail(cmd, "give --model or --demo, not both");
+  if (demo && !mmproj.empty()) return fail(cmd, "--mmproj is for a GGUF --model, not --demo");
   if (!demo && model_spec.empty()) {
     return fail(cmd, "--model is required: a model directory or a hub id such as Qwen/Qwen3-VL-2B-Instruct (or --demo "
                      "for a tiny test model); run 'qvl serve --help' for the options");
@@ -139,14 +158,10 @@ int cmd_serve(const std::vector<std::string>& args) {
   auto progress = std::make_shared<server::LoadProgress>();
   std::string demo_dir;
   if (demo) {
-    if (model_files.empty()) {
-      auto files = bundled_model_files_dir();
-      if (!files.ok()) return fail(cmd, files.status().message());
-      model_files = *files;
-    }
+    if (model_files.empty()) model_files = bundled_model_files();
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(std::filesystem::path(model_files) / "tokenizer.json", ec) ||
-        !std::filesystem::is_regular_file(std::filesystem::path(model_files) / "config.json", ec)) {
+    if (!model_file_exists((std::filesystem::path(model_files) / "tokenizer.json").string()) ||
+        !model_file_exists((std::filesystem::path(model_files) / "config.json").string())) {
       return fail(cmd, "--demo builds a tiny model from the checkpoint's config and tokenizer files, but " + model_files +
                            " has no config.json and tokenizer.json; pass --model-files DIR (a Qwen3-VL model "
                            "directory, e.g. from huggingface-cli download Qwen/Qwen3-VL-2B-Instruct)");
@@ -177,18 +192,33 @@ int cmd_serve(const std::vector<std::string>& args) {
     auto cached = resolve_model(model_spec, check);
     if (cached.ok()) {
       o.model_id = cached->id;
-      // A model directory at hand is checked before listening, so a broken one exits at once, as any other
-      // bad argument does (the weights are read in the background).
-      Status st = ModelConfig::load(cached->dir).status();
-      if (st.ok()) st = GenerationConfig::load(cached->dir).status();
-      if (st.ok()) st = ImageProcessorConfig::load(cached->dir).status();
+      // A model at hand is checked before listening, so a broken one exits at once, as any other bad argument
+      // does (the weights are read in the background): a model directory's configs; a GGUF's pair of files
+      // and their headers (its config is its metadata).
+      Status st;
+      if (is_gguf_model(cached->dir)) {
+        auto pair = locate_gguf_pair(cached->dir, mmproj);
+        st = pair.status();
+        if (st.ok()) st = GgufFile::open(pair->text).status();
+        if (st.ok() && !pair->mmproj.empty()) st = GgufFile::open(pair->mmproj).status();
+        if (st.ok() && pair->mmproj.empty())
+          std::fprintf(stderr, "qvl serve: warning: %s has no vision file beside it (mmproj-*.gguf) and no --mmproj "
+                               "was given: serving text only, requests with images or videos get 400\n",
+                       cached->dir.c_str());
+      } else {
+        if (!mmproj.empty()) st = Status::Error("--mmproj " + mmproj + ": a vision file is for a GGUF model, but " +
+                                                cached->dir + " is a model directory; drop --mmproj");
+        if (st.ok()) st = ModelConfig::load(cached->dir).status();
+        if (st.ok()) st = GenerationConfig::load(cached->dir).status();
+        if (st.ok()) st = ImageProcessorConfig::load(cached->dir).status();
+      }
       if (!st.ok()) return fail(cmd, st.message());
     } else if (auto spec = hub::parse_model_spec(model_spec); spec.ok() && !std::filesystem::exists(model_spec)) {
       o.model_id = spec->second;
     } else {
       return fail(cmd, cached.status().message());
     }
-    loader = [model_spec, weight_types, threads, progress]() -> Result<std::unique_ptr<Model>> {
+    loader = [model_spec, mmproj, weight_types, threads, progress]() -> Result<std::unique_ptr<Model>> {
       ProgressBar bar(stderr, "qvl serve: download", /*tty=*/0);
       ResolveOptions r;
       r.on_progress = [&](const hub::Progress& p) {
@@ -201,9 +231,10 @@ int cmd_serve(const std::vector<std::string>& args) {
       auto located = resolve_model(model_spec, r);
       progress->downloading.store(false);
       if (!located.ok()) return located.status();
-      return Model::load(located->dir, weight_types, threads);
+      return Model::load(located->dir, weight_types, threads, mmproj);
     };
   }
+  if (!alias.empty()) o.model_id = alias;
   auto remove_demo = [&] {
     std::error_code ec;
     if (!demo_dir.empty()) std::filesystem::remove_all(demo_dir, ec);
@@ -223,6 +254,7 @@ int cmd_serve(const std::vector<std::string>& args) {
     std::fprintf(stderr, "qvl serve: %s\n", cpu_budget().describe().c_str());
   }
   std::fprintf(stderr, "qvl serve: kernels %s\n", kernels_reason().c_str());
+  std::fprintf(stderr, "qvl serve: accepting Host %s\n", server.accepted_hosts().c_str());
   // A Type=notify service unit (deploy/systemd) waits for READY=1; elsewhere these do nothing.
   auto notify = [](const std::string& state) {
     if (Status st = sd_notify(state); !st.ok()) std::fprintf(stderr, "qvl serve: warning: %s\n", st.message().c_str());

@@ -27,7 +27,10 @@ class HelpFormatter : public CLI::Formatter {
  public:
   std::string make_option_opts(const CLI::Option* opt) const override {
     if (opt->get_type_size() == 0) return "";  // a flag
-    std::string out = " " + opt->get_type_name();
+    // CLI11 appends each check's description after a ':' ("low|high|auto:{low,high,auto}"): the type name
+    // alone says it (no type name here has a ':').
+    const std::string type = opt->get_type_name();
+    std::string out = " " + type.substr(0, type.find(':'));
     if (opt->get_expected_max() == CLI::detail::expected_max_vector_size) out += " ...";
     return out;
   }
@@ -93,6 +96,21 @@ CLI::Option* add_float(CLI::App& app, const std::string& name, std::optional<flo
 
 }  // namespace
 
+template <typename T>
+CLI::Option* add_hidden_alias(CLI::App& app, const std::string& name, T& value, CLI::Validator check) {
+  // (CLI11 names a hidden option "" in its errors: the check names it.)
+  CLI::Validator named(
+      [check, name](std::string& v) -> std::string {
+        std::string e = check(v);
+        return e.empty() ? e : name + ": " + e;
+      },
+      "");
+  return app.add_option(name, value, "")->group("")->check(named);
+}
+template CLI::Option* add_hidden_alias<int>(CLI::App&, const std::string&, int&, CLI::Validator);
+template CLI::Option* add_hidden_alias<int64_t>(CLI::App&, const std::string&, int64_t&, CLI::Validator);
+template CLI::Option* add_hidden_alias<std::string>(CLI::App&, const std::string&, std::string&, CLI::Validator);
+
 CommandLine::CommandLine(std::string command, std::string description)
     : CLI::App(std::move(description), "qvl " + command), command_(std::move(command)) {
   option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // "--temp 1 --temp 0": 0
@@ -102,7 +120,34 @@ CommandLine::CommandLine(std::string command, std::string description)
   this->formatter(formatter);
 }
 
-std::optional<int> CommandLine::parse_args(const Args& args) {
+namespace {
+
+// llama.cpp's GPU options mean nothing here: qvl runs on the CPU. "-ngl N", "--n-gpu-layers N", "--gpu-layers N"
+// (and their "=N" forms) are taken out of `args`, with one line saying so.
+Args drop_gpu_options(const std::string& command, const Args& args) {
+  Args out;
+  bool said = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const std::string name = a.substr(0, a.find('='));
+    if (name != "-ngl" && name != "--n-gpu-layers" && name != "--gpu-layers") {
+      out.push_back(a);
+      continue;
+    }
+    // The value: "=N" attached, or the next argument when it is a number (llama.cpp's "-ngl 99", "-ngl all").
+    if (a.find('=') == std::string::npos && i + 1 < args.size() && !args[i + 1].empty() && args[i + 1][0] != '-') ++i;
+    if (!said)
+      std::fprintf(stderr, "%s: ignoring %s: qvl runs on the CPU (no layers to offload to a GPU)\n", command.c_str(),
+                   name.c_str());
+    said = true;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<int> CommandLine::parse_args(const Args& given) {
+  const Args args = drop_gpu_options(get_name(), given);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes a vector from its back
   const std::string hint = "; run '" + get_name() + " --help' for the options";
   try {
@@ -130,7 +175,9 @@ std::optional<int> CommandLine::parse_args(const Args& args) {
                    hint.c_str());
       return 2;
     }
-    std::fprintf(stderr, "%s: %s%s\n", get_name().c_str(), e.what(), hint.c_str());
+    std::string what = e.what();
+    if (what.rfind(": ", 0) == 0) what.erase(0, 2);  // a hidden alias's error, named by its check
+    std::fprintf(stderr, "%s: %s%s\n", get_name().c_str(), what.c_str(), hint.c_str());
     return 2;
   }
 }
@@ -146,6 +193,15 @@ std::string closest_match(const std::string& word, const std::vector<std::string
   for (const std::string& c : candidates) {
     const size_t d = edit_distance(w, strip(c));
     if (d < best_d) best_d = d, best = c;
+  }
+  if (!best.empty()) return best;
+  // Not a typo: the option of which the word is a part or which is a part of the word, the longest overlap
+  // ("--ctx-len": "--ctx"; "--max" : "--max-tokens"), at least 3 letters.
+  size_t best_len = 2;
+  for (const std::string& c : candidates) {
+    const std::string cs = strip(c);
+    const size_t overlap = w.find(cs) != std::string::npos ? cs.size() : cs.find(w) != std::string::npos ? w.size() : 0;
+    if (overlap > best_len) best_len = overlap, best = c;
   }
   return best;
 }
@@ -177,11 +233,19 @@ CLI::Option* add_model_option(CLI::App& app, std::string& model, ModelSpec spec)
       ->type_name("DIR");
 }
 
+CLI::Option* add_mmproj_option(CLI::App& app, std::string& mmproj) {
+  return app.add_option("--mmproj", mmproj,
+                        "a GGUF model's vision file (mmproj-*.gguf), where it is not beside the model's .gguf; a "
+                        "GGUF with no vision file answers text only")
+      ->type_name("FILE")
+      ->default_str("the mmproj beside the model's file");
+}
+
 CLI::Option* add_model_files_option(CLI::App& app, std::string& dir) {
   return app.add_option("--model-files", dir,
                         "the checkpoint's config and tokenizer files (config.json, tokenizer.json, ...)")
       ->type_name("DIR")
-      ->default_str("the files that ship with qvl, models/qwen3-vl-2b-instruct");
+      ->default_str("the files built into qvl, models/qwen3-vl-2b-instruct");
 }
 
 // ---- Threads -------------------------------------------------------------------------------------------------
@@ -228,10 +292,11 @@ void add_weight_options(CLI::App& app, WeightTypes& types, GgufWriteTypes* gguf)
 // ---- Context -------------------------------------------------------------------------------------------------
 
 void add_context_options(CLI::App& app, int64_t& context, KVType& kv_type) {
-  app.add_option("--ctx", context, "context: prompt + answer tokens")
+  app.add_option("-c,--ctx", context, "context: prompt + answer tokens (also --ctx-size)")
       ->type_name("N")
       ->check(integer_in(16, 1 << 20))
       ->default_str(std::to_string(context));
+  add_hidden_alias(app, "--ctx-size", context, integer_in(16, 1 << 20));
   app.add_option_function<std::string>(
          "--kv-type",
          [&kv_type](const std::string& s) { kv_type_from_name(s, &kv_type); },
@@ -273,7 +338,7 @@ void add_video_options(CLI::App& app, VideoArgs& args) {
   app.add_option("--video", args.files,
                  "a video file (MP4/MOV, MKV/WebM, AVI, MPEG-TS, animated GIF or WebP); repeat for several, in order")
       ->type_name("FILE")
-      ->allow_extra_args(false)
+      ->allow_extra_args(true)  // "--video a.mp4 b.mp4", as "--image" takes several
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--fps", args.options.fps, "video frames sampled per second")
       ->type_name("F")
@@ -299,7 +364,7 @@ void add_video_options(CLI::App& app, VideoArgs& args) {
 CLI::Option* add_image_option(CLI::App& app, std::vector<std::string>& images) {
   return app.add_option("-i,--image", images, "an image file (JPEG, PNG, WebP, GIF, BMP, ICO, PBM/PGM/PPM, TIFF); repeat for several, in order")
       ->type_name("FILE")
-      ->allow_extra_args(false)  // one file per --image, as "-i a.png -p TEXT" reads
+      ->allow_extra_args(true)  // "-i a.png b.png -p TEXT": every file up to the next option
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
@@ -316,7 +381,9 @@ CLI::Option* add_prompt_option(CLI::App& app, std::string& prompt) {
 // ---- Generation ----------------------------------------------------------------------------------------------
 
 CLI::Option* add_max_tokens_option(CLI::App& app, int& max_tokens, int min) {
-  return app.add_option("-n,--max-tokens", max_tokens, "new tokens at most")
+  add_hidden_alias(app, "--n-predict", max_tokens, integer_in(min, 1 << 20));
+  add_hidden_alias(app, "--num-predict", max_tokens, integer_in(min, 1 << 20));
+  return app.add_option("-n,--max-tokens", max_tokens, "new tokens at most (also --n-predict, --num-predict)")
       ->type_name("N")
       ->check(integer_in(min, 1 << 20))
       ->default_str(std::to_string(max_tokens));
@@ -332,9 +399,11 @@ void SamplingArgs::apply_to(SamplingParams& params) const {
 void add_sampling_options(CLI::App& app, SamplingArgs& s) {
   const std::string from_model = "the model's generation_config.json";
   add_float(app, "--temp", s.temperature, [](float v) { return v >= 0 && std::isfinite(v); }, ">= 0",
-            "sampling temperature; 0: greedy")
+            "sampling temperature; 0: greedy (also --temperature)")
       ->type_name("T")
       ->default_str(from_model);
+  add_float(app, "--temperature", s.temperature, [](float v) { return v >= 0 && std::isfinite(v); }, ">= 0", "")
+      ->group("");
   app.add_option_function<int>("--top-k", [&s](const int& v) { s.top_k = v; }, "sample from the K likeliest tokens; 0: all")
       ->type_name("K")
       ->check(integer_in(0, 1 << 30))

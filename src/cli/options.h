@@ -30,6 +30,7 @@ class CommandLine : public CLI::App {
   // Parses args into the bound variables. nullopt: go on. Otherwise the exit code, the message printed:
   // 0 after --help (help on stdout); 2 on an unknown option ("unknown option '--tmep'; did you mean
   // '--temp'?"), a bad value or a missing option (CLI11's message and "run 'qvl <command> --help'").
+  // llama.cpp's -ngl N / --n-gpu-layers N are dropped first, with one line saying qvl runs on the CPU.
   std::optional<int> parse_args(const Args& args);
 
  private:
@@ -37,14 +38,22 @@ class CommandLine : public CLI::App {
 };
 
 // The candidate closest to `word` by edit distance (Levenshtein, an adjacent transposition counting as one
-// edit), or "" when none is close enough to be a plausible typo.
+// edit); when none is close enough to be a plausible typo, the one sharing the longest part with it (3
+// letters or more); else "".
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
+
+// Another spelling of an option (llama.cpp's, Ollama's), bound to the same value and left out of --help
+// (the option's description names it); unknown-option suggestions still see it.
+template <typename T>
+CLI::Option* add_hidden_alias(CLI::App& app, const std::string& name, T& value, CLI::Validator check = {});
 
 // ---- Model: --model/-m ------------------------------------------------------------------------------------
 enum class ModelSpec { kDirectory, kDirectoryOrHubId };
 // --model/-m DIR (or DIR|HUB_ID). Not required by itself: a command marks it ->required(), or (serve)
 // checks it against --demo.
 CLI::Option* add_model_option(CLI::App& app, std::string& model, ModelSpec spec = ModelSpec::kDirectory);
+// --mmproj FILE: a GGUF model's vision file, where it is not beside the text model's file (llama.cpp's option).
+CLI::Option* add_mmproj_option(CLI::App& app, std::string& mmproj);
 // --model-files DIR: the checkpoint's config and tokenizer files (default: those that ship with qvl).
 CLI::Option* add_model_files_option(CLI::App& app, std::string& dir);
 

@@ -62,6 +62,7 @@ Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vec
   options_ = options;
   QVL_RETURN_IF_ERROR(options.sampling.validate());
   if (options.max_tokens < 0) return Status::Error("max_tokens must be >= 0, got " + std::to_string(options.max_tokens));
+  if (!model_.has_vision() && (!images.empty() || !videos.empty())) return no_vision_error(model_, images.size(), videos.size());
   const ModelConfig& cfg = model_.config();
   const ImageProcessorConfig& ipc = model_.image_config();
   const Tokenizer& tok = model_.tokenizer();

@@ -154,7 +154,8 @@ Status convert_weights(TextW& text, VisionW& vision, const WeightTypes& types, T
       QVL_ASSIGN_OR_RETURN(*m, convert_matrix(*m, *types.text, name, pool, arena, release));
     }
   }
-  for (auto& [name, m] : convertible_matrices(text, vision, false, true)) {
+  // (A text model loaded without its vision file has no vision matrices.)
+  for (auto& [name, m] : convertible_matrices(text, vision, false, !vision.blocks.empty())) {
     if (is_kquant(m->type) || (types.vision && is_quantized(m->type))) {
       QVL_ASSIGN_OR_RETURN(*m, interleave_matrix(*m, pool, arena));
     } else if (types.vision && !is_interleavable(m->type) && blockable(*m, *types.vision, name)) {

@@ -7,10 +7,13 @@
 #include <charconv>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <regex>
 
 #include <nlohmann/json.hpp>
 
+#include "model/bundled_files.h"
+#include "util/builtin_files.h"
 #include "util/cpu_budget.h"
 #include "util/thread_pool.h"
 
@@ -149,9 +152,11 @@ bool is_gguf_model(const std::string& path) {
   return fs::is_directory(path, ec) && !fs::exists(fs::path(path) / "config.json", ec) && !gguf_files(path).empty();
 }
 
-Result<GgufPair> locate_gguf_pair(const std::string& path) {
+Result<GgufPair> locate_gguf_pair(const std::string& path, const std::string& mmproj_file) {
   std::error_code ec;
   GgufPair pair;
+  if (!mmproj_file.empty() && !fs::is_regular_file(mmproj_file, ec))
+    return Status::Error("--mmproj " + mmproj_file + ": no such file (expected the model's vision file, mmproj-*.gguf)");
   const bool file = fs::is_regular_file(path, ec);
   const fs::path dir = file ? fs::path(path).parent_path() : fs::path(path);
   std::vector<fs::path> all = gguf_files(dir.empty() ? fs::path(".") : dir);
@@ -166,8 +171,11 @@ Result<GgufPair> locate_gguf_pair(const std::string& path) {
     return Status::Error(path + ": expected one text-model .gguf file (and one mmproj), found " + std::to_string(text.size()) +
                          "; pass the file itself: --model " + (text.empty() ? std::string("FILE.gguf") : text[0].string()));
   }
-  if (mmproj.empty())
-    return Status::Error(path + ": expected a vision file beside the model (a .gguf whose name contains \"mmproj\"), found none");
+  if (!mmproj_file.empty()) {
+    pair.mmproj = mmproj_file;
+    return pair;
+  }
+  if (mmproj.empty()) return pair;  // a text model: images are refused (Model::has_vision)
   if (mmproj.size() == 1) {
     pair.mmproj = mmproj[0].string();
     return pair;
@@ -197,24 +205,29 @@ Result<GgufPair> locate_gguf_pair(const std::string& path) {
 Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pair, int threads) {
   auto ck = std::make_unique<GgufCheckpoint>();
   QVL_ASSIGN_OR_RETURN(GgufFile text, GgufFile::open(pair.text));
-  QVL_ASSIGN_OR_RETURN(GgufFile vis, GgufFile::open(pair.mmproj));
   QVL_ASSIGN_OR_RETURN(std::string arch, text.get_string("general.architecture"));
   if (arch != "qwen3vl")
     return Status::Error(pair.text + ": general.architecture is '" + arch + "', expected 'qwen3vl' (a Qwen3-VL text model)");
-  QVL_ASSIGN_OR_RETURN(std::string varch, vis.get_string("general.architecture"));
-  QVL_ASSIGN_OR_RETURN(std::string projector, vis.get_string("clip.projector_type"));
-  if (varch != "clip" || projector != "qwen3vl_merger")
-    return Status::Error(pair.mmproj + ": architecture '" + varch + "' with projector '" + projector +
-                         "', expected 'clip' with 'qwen3vl_merger' (a Qwen3-VL mmproj)");
+  const bool with_vision = !pair.mmproj.empty();
+  std::optional<GgufFile> vis_file;
+  if (with_vision) {
+    QVL_ASSIGN_OR_RETURN(GgufFile v, GgufFile::open(pair.mmproj));
+    vis_file.emplace(std::move(v));
+    QVL_ASSIGN_OR_RETURN(std::string varch, vis_file->get_string("general.architecture"));
+    QVL_ASSIGN_OR_RETURN(std::string projector, vis_file->get_string("clip.projector_type"));
+    if (varch != "clip" || projector != "qwen3vl_merger")
+      return Status::Error(pair.mmproj + ": architecture '" + varch + "' with projector '" + projector +
+                           "', expected 'clip' with 'qwen3vl_merger' (a Qwen3-VL mmproj)");
+  }
   if (auto t = text.get_string("tokenizer.chat_template"); t.ok()) ck->chat_template = *t;
 
   // config.json from the metadata and the shapes.
   const GgufTensor* embd = text.tensor("token_embd.weight");
-  const GgufTensor* pos = vis.tensor("v.position_embd.weight");
   if (!embd || embd->ne.size() != 2)
     return Status::Error(pair.text + ": expected token_embd.weight as a matrix [vocab, hidden], found " +
                          (embd ? std::to_string(embd->ne.size()) + " dimension(s)" : std::string("none")));
-  if (!pos || pos->ne.size() != 2)
+  const GgufTensor* pos = with_vision ? vis_file->tensor("v.position_embd.weight") : nullptr;
+  if (with_vision && (!pos || pos->ne.size() != 2))
     return Status::Error(pair.mmproj + ": expected v.position_embd.weight as a matrix [positions, hidden], found " +
                          (pos ? std::to_string(pos->ne.size()) + " dimension(s)" : std::string("none")));
   nlohmann::ordered_json tc, vc;
@@ -248,21 +261,33 @@ Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pai
   tc["rope_scaling"] = {{"mrope_interleaved", true}, {"mrope_section", {sections[0], sections[1], sections[2]}}, {"rope_type", "default"}};
   tc["tie_word_embeddings"] = tied;
   tc["hidden_act"] = "silu";
-  QVL_ASSIGN_OR_RETURN(uint64_t vdepth, vis.get_uint("clip.vision.block_count"));
-  QVL_ASSIGN_OR_RETURN(uint64_t vhidden, vis.get_uint("clip.vision.embedding_length"));
-  QVL_ASSIGN_OR_RETURN(uint64_t vffn, vis.get_uint("clip.vision.feed_forward_length"));
-  QVL_ASSIGN_OR_RETURN(uint64_t vheads, vis.get_uint("clip.vision.attention.head_count"));
-  QVL_ASSIGN_OR_RETURN(uint64_t proj, vis.get_uint("clip.vision.projection_dim"));
-  QVL_ASSIGN_OR_RETURN(uint64_t patch, vis.get_uint("clip.vision.patch_size"));
-  QVL_ASSIGN_OR_RETURN(uint64_t merge, vis.get_uint("clip.vision.spatial_merge_size"));
-  QVL_ASSIGN_OR_RETURN(std::vector<int64_t> is_ds, vis.get_ints("clip.vision.is_deepstack_layers"));
   std::vector<int64_t> deepstack;
-  for (size_t i = 0; i < is_ds.size(); ++i)
-    if (is_ds[i]) deepstack.push_back(static_cast<int64_t>(i));
-  vc = {{"depth", vdepth}, {"hidden_size", vhidden}, {"intermediate_size", vffn}, {"num_heads", vheads},
-        {"out_hidden_size", proj}, {"patch_size", patch}, {"spatial_merge_size", merge}, {"temporal_patch_size", 2},
-        {"in_channels", 3}, {"num_position_embeddings", pos->ne[1]}, {"deepstack_visual_indexes", deepstack},
-        {"hidden_act", "gelu_pytorch_tanh"}};
+  if (with_vision) {
+    const GgufFile& vis = *vis_file;
+    QVL_ASSIGN_OR_RETURN(uint64_t vdepth, vis.get_uint("clip.vision.block_count"));
+    QVL_ASSIGN_OR_RETURN(uint64_t vhidden, vis.get_uint("clip.vision.embedding_length"));
+    QVL_ASSIGN_OR_RETURN(uint64_t vffn, vis.get_uint("clip.vision.feed_forward_length"));
+    QVL_ASSIGN_OR_RETURN(uint64_t vheads, vis.get_uint("clip.vision.attention.head_count"));
+    QVL_ASSIGN_OR_RETURN(uint64_t proj, vis.get_uint("clip.vision.projection_dim"));
+    QVL_ASSIGN_OR_RETURN(uint64_t patch, vis.get_uint("clip.vision.patch_size"));
+    QVL_ASSIGN_OR_RETURN(uint64_t merge, vis.get_uint("clip.vision.spatial_merge_size"));
+    QVL_ASSIGN_OR_RETURN(std::vector<int64_t> is_ds, vis.get_ints("clip.vision.is_deepstack_layers"));
+    for (size_t i = 0; i < is_ds.size(); ++i)
+      if (is_ds[i]) deepstack.push_back(static_cast<int64_t>(i));
+    vc = {{"depth", vdepth}, {"hidden_size", vhidden}, {"intermediate_size", vffn}, {"num_heads", vheads},
+          {"out_hidden_size", proj}, {"patch_size", patch}, {"spatial_merge_size", merge}, {"temporal_patch_size", 2},
+          {"in_channels", 3}, {"num_position_embeddings", pos->ne[1]}, {"deepstack_visual_indexes", deepstack},
+          {"hidden_act", "gelu_pytorch_tanh"}};
+  } else {
+    // No vision file: the published vision tower's config (built in), so the processor settings and token
+    // ids stay the family's; no vision weight is bound and images are refused.
+    QVL_ASSIGN_OR_RETURN(std::string shipped, read_model_file(bundled_model_files() + "/config.json", 1 << 22));
+    auto j = nlohmann::ordered_json::parse(shipped, nullptr, false);
+    QVL_CHECK(j.is_object() && j.contains("vision_config"));
+    vc = j["vision_config"];
+    vc["out_hidden_size"] = hidden;
+    for (const auto& d : vc["deepstack_visual_indexes"]) deepstack.push_back(d.get<int64_t>());
+  }
   nlohmann::ordered_json config = {{"architectures", {"Qwen3VLForConditionalGeneration"}}, {"model_type", "qwen3_vl"},
                                    {"image_token_id", 151655}, {"video_token_id", 151656}, {"vision_start_token_id", 151652},
                                    {"vision_end_token_id", 151653}, {"tie_word_embeddings", tied},
@@ -289,7 +314,9 @@ Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pai
     });
     return out;
   };
-  for (const GgufFile* f : {&text, &vis}) {
+  std::vector<const GgufFile*> all_files = {&text};
+  if (with_vision) all_files.push_back(&*vis_file);
+  for (const GgufFile* f : all_files) {
     for (const GgufTensor& t : f->tensors()) {
       if (t.name == "v.patch_embd.weight" || t.name == "v.patch_embd.weight.1") continue;
       const std::string name = hf_name(t.name, deepstack);
@@ -332,33 +359,35 @@ Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pai
     }
   }
   // The Conv3d kernel [out, 3, 2, p, p] from its two time slices [out, 3, p, p].
-  const GgufTensor* p0 = vis.tensor("v.patch_embd.weight");
-  const GgufTensor* p1 = vis.tensor("v.patch_embd.weight.1");
-  if (!p0 || !p1 || p0->ne != p1->ne || p0->ne.size() != 4)
-    return Status::Error(pair.mmproj + ": expected the patch embedding as v.patch_embd.weight and v.patch_embd.weight.1, "
-                         "two [out, 3, p, p] tensors (llama.cpp's split of the Conv3d kernel)");
-  {
-    const std::vector<int64_t> s = p0->shape();  // [out, 3, p, p]
-    const int64_t out_c = s[0], plane = s[1] * s[2] * s[3];
-    auto a_bytes = dequantized(*p0), b_bytes = dequantized(*p1);
-    const float* a = reinterpret_cast<const float*>(a_bytes.get());
-    const float* b = reinterpret_cast<const float*>(b_bytes.get());
-    const size_t n = static_cast<size_t>(out_c * plane * 2);
-    auto w_bytes = std::make_unique<uint8_t[]>(n * sizeof(float));  // [out, 3, 2, p, p]
-    float* w = reinterpret_cast<float*>(w_bytes.get());
-    const int64_t pp = s[2] * s[3];
-    for (int64_t o = 0; o < out_c; ++o)
-      for (int64_t c = 0; c < s[1]; ++c)
-        for (int64_t t = 0; t < 2; ++t)
-          std::memcpy(w + ((o * s[1] + c) * 2 + t) * pp, (t == 0 ? a : b) + (o * s[1] + c) * pp,
-                      static_cast<size_t>(pp) * sizeof(float));
-    add_owned("model.visual.patch_embed.proj.weight", {out_c, s[1], 2, s[2], s[3]}, std::move(w_bytes), n);
+  const GgufTensor* p0 = with_vision ? vis_file->tensor("v.patch_embd.weight") : nullptr;
+  const GgufTensor* p1 = with_vision ? vis_file->tensor("v.patch_embd.weight.1") : nullptr;
+  if (with_vision) {
+    if (!p0 || !p1 || p0->ne != p1->ne || p0->ne.size() != 4)
+      return Status::Error(pair.mmproj + ": expected the patch embedding as v.patch_embd.weight and v.patch_embd.weight.1, "
+                           "two [out, 3, p, p] tensors (llama.cpp's split of the Conv3d kernel)");
+    {
+      const std::vector<int64_t> s = p0->shape();  // [out, 3, p, p]
+      const int64_t out_c = s[0], plane = s[1] * s[2] * s[3];
+      auto a_bytes = dequantized(*p0), b_bytes = dequantized(*p1);
+      const float* a = reinterpret_cast<const float*>(a_bytes.get());
+      const float* b = reinterpret_cast<const float*>(b_bytes.get());
+      const size_t n = static_cast<size_t>(out_c * plane * 2);
+      auto w_bytes = std::make_unique<uint8_t[]>(n * sizeof(float));  // [out, 3, 2, p, p]
+      float* w = reinterpret_cast<float*>(w_bytes.get());
+      const int64_t pp = s[2] * s[3];
+      for (int64_t o = 0; o < out_c; ++o)
+        for (int64_t c = 0; c < s[1]; ++c)
+          for (int64_t t = 0; t < 2; ++t)
+            std::memcpy(w + ((o * s[1] + c) * 2 + t) * pp, (t == 0 ? a : b) + (o * s[1] + c) * pp,
+                        static_cast<size_t>(pp) * sizeof(float));
+      add_owned("model.visual.patch_embed.proj.weight", {out_c, s[1], 2, s[2], s[3]}, std::move(w_bytes), n);
+    }
   }
   bytes = 0;
-  for (const GgufFile* f : {&text, &vis})
+  for (const GgufFile* f : all_files)
     for (const GgufTensor& t : f->tensors()) bytes += t.bytes;
   ck->files.push_back(std::move(text));
-  ck->files.push_back(std::move(vis));
+  if (with_vision) ck->files.push_back(std::move(*vis_file));
   ck->weights = SafetensorsModel::from_views(std::move(views), std::move(meta), bytes);
   return ck;
 }

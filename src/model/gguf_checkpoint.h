@@ -33,11 +33,13 @@ struct GgufCheckpoint {
 };
 
 // The text model and mmproj files for a --model PATH: a .gguf file (its mmproj: a file beside it whose name
-// contains "mmproj"), or a directory holding both. An error says what was found.
+// contains "mmproj"), or a directory holding both; `mmproj` given (llama.cpp's --mmproj FILE) wins over what
+// is beside. No vision file at all: mmproj stays empty, and the model loads as text only. An error says
+// what was found.
 struct GgufPair {
-  std::string text, mmproj;
+  std::string text, mmproj;  // mmproj "": none (a text model)
 };
-Result<GgufPair> locate_gguf_pair(const std::string& path);
+Result<GgufPair> locate_gguf_pair(const std::string& path, const std::string& mmproj = "");
 
 // True for a .gguf file, or a directory with .gguf files and no config.json.
 bool is_gguf_model(const std::string& path);

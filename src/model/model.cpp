@@ -4,6 +4,8 @@
 #include "util/cpu_budget.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 
@@ -11,7 +13,9 @@
 
 #include "model/bundled_files.h"
 #include "model/gguf_checkpoint.h"
+#include "model/tensor_specs.h"
 #include "util/file.h"
+#include "util/builtin_files.h"
 
 namespace qvl {
 
@@ -20,16 +24,16 @@ Result<ChatTemplateKind> read_chat_template_kind(const std::string& dir) {
   const fs::path d(dir);
   for (const char* name : {"chat_template.json", "tokenizer_config.json"}) {
     const fs::path p = d / name;
-    if (!fs::exists(p)) continue;
-    QVL_ASSIGN_OR_RETURN(std::string text, read_file_text(p.string(), 64 << 20));
+    if (!model_file_exists(p.string())) continue;
+    QVL_ASSIGN_OR_RETURN(std::string text, read_model_file(p.string(), 64 << 20));
     auto j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object())
       return Status::Error(p.string() + ": expected a JSON object, got text that does not parse as one");
     if (auto t = j.find("chat_template"); t != j.end() && t->is_string()) return chat_template_kind(t->get<std::string>());
   }
   const fs::path jinja = d / "chat_template.jinja";
-  if (fs::exists(jinja)) {
-    QVL_ASSIGN_OR_RETURN(std::string text, read_file_text(jinja.string(), 1 << 20));
+  if (model_file_exists(jinja.string())) {
+    QVL_ASSIGN_OR_RETURN(std::string text, read_model_file(jinja.string(), 1 << 20));
     return chat_template_kind(text);
   }
   return ChatTemplateKind::kInstruct;
@@ -38,14 +42,26 @@ Result<ChatTemplateKind> read_chat_template_kind(const std::string& dir) {
 namespace {
 // video_preprocessor_config.json when the directory has one, else Qwen3-VL's published one.
 Result<VideoProcessorConfig> load_video_config(const std::string& dir) {
-  if (std::filesystem::exists(std::filesystem::path(dir) / "video_preprocessor_config.json"))
+  if (model_file_exists((std::filesystem::path(dir) / "video_preprocessor_config.json").string()))
     return VideoProcessorConfig::load(dir);
   return VideoProcessorConfig::qwen3_vl();
 }
 }  // namespace
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const WeightTypes& types, int threads) {
-  if (is_gguf_model(dir)) return load_gguf(dir, types, threads);
+Status no_vision_error(const Model& model, size_t images, size_t videos) {
+  const std::string what = images && videos ? "images and videos" : images ? (images == 1 ? "an image" : "images")
+                                                                             : (videos == 1 ? "a video" : "videos");
+  return Status::Error("this request has " + what + ", but the model (" + model.dir() + ") was loaded without its "
+                       "vision file, so it answers text only; load it with its mmproj: --mmproj FILE (the "
+                       "mmproj-*.gguf of the same model), or put that file beside the .gguf");
+}
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const WeightTypes& types, int threads,
+                                           const std::string& mmproj) {
+  if (is_gguf_model(dir)) return load_gguf(dir, mmproj, types, threads);
+  if (!mmproj.empty())
+    return Status::Error("--mmproj " + mmproj + ": a vision file is for a GGUF model, but " + dir + " is a model "
+                         "directory (its vision tower is in its safetensors); drop --mmproj");
   if (!std::filesystem::is_directory(dir))
     return Status::Error(dir + ": not a directory (expected a model directory with config.json, tokenizer.json "
                                "and model.safetensors, or a .gguf file)");
@@ -68,17 +84,17 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const WeightT
 // beside them (checked against the file's vocabulary), else from the file's own metadata; the processor and
 // generation configs from beside them, else the ones qvl ships for the Qwen3-VL family; the chat template
 // from the file's tokenizer.chat_template.
-Result<std::unique_ptr<Model>> Model::load_gguf(const std::string& path, const WeightTypes& types, int threads) {
-  QVL_ASSIGN_OR_RETURN(GgufPair pair, locate_gguf_pair(path));
+Result<std::unique_ptr<Model>> Model::load_gguf(const std::string& path, const std::string& mmproj,
+                                                const WeightTypes& types, int threads) {
+  QVL_ASSIGN_OR_RETURN(GgufPair pair, locate_gguf_pair(path, mmproj));
   QVL_ASSIGN_OR_RETURN(std::unique_ptr<GgufCheckpoint> ck, open_gguf_checkpoint(pair, threads));
   std::unique_ptr<Model> m(new Model());
   m->dir_ = path;
+  m->facts_.vision = !pair.mmproj.empty();
   QVL_ASSIGN_OR_RETURN(m->config_, ModelConfig::parse(ck->config_json, pair.text + " (its metadata as config.json)"));
   std::string files = std::filesystem::path(pair.text).parent_path().string();
   const bool tokenizer_beside = std::filesystem::exists(std::filesystem::path(files) / "tokenizer.json");
-  if (!tokenizer_beside) {
-    QVL_ASSIGN_OR_RETURN(files, bundled_model_files_dir());
-  }
+  if (!tokenizer_beside) files = bundled_model_files();
   m->files_dir_ = files;
   QVL_ASSIGN_OR_RETURN(m->generation_, GenerationConfig::load(files));
   const GgufFile& meta = ck->files[0];
@@ -134,11 +150,35 @@ Result<std::unique_ptr<Model>> Model::load_gguf(const std::string& path, const W
   return m;
 }
 
+ModelFacts Model::describe(const Model& m) {
+  ModelFacts f;
+  f.vision = m.facts_.vision;
+  for (const TensorSpec& t : expected_tensors(m.config_)) {
+    if (!f.vision && t.name.find(".visual.") != std::string::npos) continue;
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    f.parameters += n;
+  }
+  char size[32];
+  const double p = static_cast<double>(f.parameters);
+  std::snprintf(size, sizeof size, p >= 1e9 ? "%.1fB" : "%.1fM", p >= 1e9 ? p / 1e9 : p / 1e6);
+  f.parameter_size = size;
+  f.text_weights = m.text_weight_type();
+  f.vision_weights = m.vision_weight_type();
+  f.quantization_level = weight_type_name(f.text_weights);
+  for (char& c : f.quantization_level) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  f.format = m.gguf_ ? "gguf" : "safetensors";
+  f.file_bytes = m.mapped_bytes();
+  return f;
+}
+
 Status Model::bind(const std::string& dir, const WeightTypes& types, int threads) {
   Model* m = this;
-  auto vision = bind_vision_weights(m->weights_, m->config_.vision);
-  if (!vision.ok()) return vision.status().with_context(dir);
-  m->vision_ = std::move(vision).value();
+  if (m->facts_.vision) {
+    auto vision = bind_vision_weights(m->weights_, m->config_.vision);
+    if (!vision.ok()) return vision.status().with_context(dir);
+    m->vision_ = std::move(vision).value();
+  }
   auto text = bind_text_weights(m->weights_, m->config_.text);
   if (!text.ok()) return text.status().with_context(dir);
   m->text_ = std::move(text).value();
@@ -154,6 +194,7 @@ Status Model::bind(const std::string& dir, const WeightTypes& types, int threads
     Status s = convert_weights(m->text_, m->vision_, types, pool, m->converted_, &m->kept_, keep);
     if (!s.ok()) return s.with_context(dir);
   }
+  m->facts_ = describe(*m);
   if (m->image_config_.patch_size != m->config_.vision.patch_size ||
       m->image_config_.merge_size != m->config_.vision.spatial_merge_size ||
       m->image_config_.temporal_patch_size != m->config_.vision.temporal_patch_size)

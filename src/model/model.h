@@ -27,6 +27,23 @@ using DumpFn = std::function<void(const std::string& name, const float* data, co
 // tokenizer_config.json's, chat_template.jinja. None: the Instruct template.
 Result<ChatTemplateKind> read_chat_template_kind(const std::string& dir);
 
+// What the loaded model is, computed once at load: every endpoint that describes the model (/health,
+// /v1/models, /api/tags, /api/show, /metrics) and `qvl bench` read these, so they cannot disagree.
+struct ModelFacts {
+  int64_t parameters = 0;          // the weights of config.json's shapes (the vision tower's only when loaded)
+  std::string parameter_size;      // "2.13B", "21.0M" (Ollama's parameter_size)
+  WeightType text_weights = WeightType::kF32;    // the storage type of the text decoder's matrices
+  WeightType vision_weights = WeightType::kF32;  // of the vision tower's (kF32 with no vision tower)
+  std::string quantization_level;  // the text weights' type as Ollama names it: "Q8_0", "Q4_K", "BF16"
+  std::string format;              // "safetensors" or "gguf"
+  uint64_t file_bytes = 0;         // the model's weight files (Ollama's size)
+  bool vision = true;              // false: a text model without its vision file (images are refused)
+};
+
+class Model;
+// The refusal of images or videos by a model without its vision tower, saying what to load instead.
+Status no_vision_error(const Model& model, size_t images, size_t videos);
+
 class Model {
  public:
   // Loads a model directory: config.json, generation_config.json, tokenizer.json, preprocessor_config.json
@@ -35,7 +52,10 @@ class Model {
   // (quantized at load, using `threads` threads; 0 = one per physical core).
   // `dir` may also be a GGUF model (a .gguf file with its mmproj beside it, or a directory of both:
   // model/gguf_checkpoint.h).
-  static Result<std::unique_ptr<Model>> load(const std::string& dir, const WeightTypes& types = {}, int threads = 0);
+  // `mmproj`: a GGUF model's vision file, where it is not beside the text file (llama.cpp's --mmproj; Ollama's
+  // store names files by digest). A GGUF with no vision file loads as a text model (has_vision() false).
+  static Result<std::unique_ptr<Model>> load(const std::string& dir, const WeightTypes& types = {}, int threads = 0,
+                                             const std::string& mmproj = "");
 
   const std::string& dir() const { return dir_; }
   // Where the tokenizer, chat template and processor configs were read (dir() for a model directory; beside
@@ -52,6 +72,9 @@ class Model {
   ChatTemplateKind chat_template() const { return chat_template_; }
   const ImageProcessorConfig& image_config() const { return image_config_; }
   const VideoProcessorConfig& video_config() const { return video_config_; }
+  const ModelFacts& facts() const { return facts_; }
+  // False for a text GGUF loaded without a vision (mmproj) file: requests with images or videos are refused.
+  bool has_vision() const { return facts_.vision; }
   const VisionW& vision() const { return vision_; }
   const TextW& text() const { return text_; }
   // The storage types in use (of a representative matrix).
@@ -71,9 +94,11 @@ class Model {
 
  private:
   Model() = default;
-  static Result<std::unique_ptr<Model>> load_gguf(const std::string& path, const WeightTypes& types, int threads);
+  static Result<std::unique_ptr<Model>> load_gguf(const std::string& path, const std::string& mmproj,
+                                                  const WeightTypes& types, int threads);
   // Binds the weights to the config and converts them to `types` (both load paths).
   Status bind(const std::string& where, const WeightTypes& types, int threads);
+  static ModelFacts describe(const Model& m);
   std::string dir_;
   std::string files_dir_;
   ModelConfig config_;
@@ -89,6 +114,7 @@ class Model {
   WeightArena converted_;  // matrices converted at load
   std::vector<std::string> kept_;  // matrices left in their stored type (width not a multiple of 32)
   std::unique_ptr<GgufCheckpoint> gguf_;  // a GGUF model's files and rebuilt tensors (weights_ views them)
+  ModelFacts facts_;
 };
 
 }  // namespace qvl

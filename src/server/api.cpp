@@ -237,25 +237,20 @@ ApiError job_error(const JobUpdate& u) {
 json model_description(const ApiContext& ctx) {
   const Model* m = ctx.scheduler.model();
   if (!m) return nullptr;
-  int64_t params = 0;
-  for (const TensorSpec& t : expected_tensors(m->config())) {
-    int64_t n = 1;
-    for (int64_t d : t.shape) n *= d;
-    params += n;
-  }
+  const ModelFacts& f = m->facts();
   const ModelConfig& c = m->config();
-  char size[32];
-  std::snprintf(size, sizeof size, "%.2fB", static_cast<double>(params) / 1e9);
   return json{{"architecture", "Qwen3-VL"},
-              {"parameters", params},
-              {"size", size},
+              {"parameters", f.parameters},
+              {"size", f.parameter_size},
+              {"format", f.format},
               {"chat_template", chat_template_kind_name(m->chat_template())},
               {"text_layers", c.text.num_hidden_layers},
               {"hidden_size", c.text.hidden_size},
-              {"vision_depth", c.vision.depth},
+              {"vision", f.vision},
+              {"vision_depth", f.vision ? c.vision.depth : 0},
               {"tied_embeddings", c.text.tie_word_embeddings},
-              {"text_weights", weight_type_name(m->text_weight_type())},
-              {"vision_weights", weight_type_name(m->vision_weight_type())}};
+              {"text_weights", weight_type_name(f.text_weights)},
+              {"vision_weights", f.vision ? json(weight_type_name(f.vision_weights)) : json(nullptr)}};
 }
 
 ChatTemplateKind chat_template(const ApiContext& ctx) {
@@ -284,6 +279,50 @@ ImageBudget image_budget(const ApiContext& ctx, const GenerateOptions& options) 
                      options.image.max_pixels > 0 ? options.image.max_pixels : pc.max_pixels, pc.factor());
 }
 
+std::optional<ApiError> check_queue_room(const ApiContext& ctx) {
+  if (!ctx.scheduler.model()) return submit_error(SubmitError::kLoading, ctx);
+  const int room = ctx.options.queue + std::max(0, ctx.scheduler.slots() - ctx.scheduler.busy_slots()) -
+                   ctx.scheduler.queue_depth();
+  if (room <= 0) return submit_error(SubmitError::kQueueFull, ctx);
+  return std::nullopt;
+}
+
+std::chrono::steady_clock::time_point request_deadline(const ApiContext& ctx) {
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+             std::chrono::duration<double>(ctx.options.timeout_s > 0 ? ctx.options.timeout_s : 3600.0));
+}
+
+std::optional<ApiError> load_image_for_request(const ApiContext& ctx, ImageBudget& budget, const GenerateOptions& options,
+                                               size_t k, std::string_view ref, const std::string& where, int page,
+                                               bool raw_bytes, ImageRGB& out) {
+  const Model* model = ctx.scheduler.model();
+  const ImageProcessorConfig pc = model ? model->image_config() : ImageProcessorConfig{};
+  // The image's own bounds, as the session will preprocess it (image_options).
+  const PreprocessOptions o = image_options(options, k, pc);
+  budget.set_bounds(o.min_pixels, o.max_pixels, o.resized_height, o.resized_width);
+  budget.set_page(page);
+  auto img = raw_bytes ? decode_request_image(ref, ctx.images, where, &budget)
+                       : load_request_image(ref, ctx.images, where, &budget);
+  if (!img.ok()) {
+    if (budget.busy()) return ApiError{503, img.status().message(), "busy", where, 2};
+    return ApiError{400, img.status().message(), "invalid_image", where};
+  }
+  // Resized now to the size the model sees (preprocess_size and the resize the session runs, which then
+  // finds the image at its size: the identity), so the full-size pixels go before the next image decodes.
+  auto size = preprocess_size(*img, pc, o);
+  if (!size.ok()) return ApiError{400, where + ": " + size.status().message(), "invalid_image", where};
+  if (size->width != img->width || size->height != img->height) {
+    ImageRGB resized = resize_bicubic_antialias(*img, size->width, size->height);
+    img = Result<ImageRGB>(ImageRGB{});  // the full-size pixels, freed here
+    out = std::move(resized);
+  } else {
+    out = std::move(img).value();
+  }
+  budget.release_decode();
+  return std::nullopt;
+}
+
 std::optional<ApiError> make_inference_request(const ApiContext& ctx,
                                                const std::vector<std::pair<std::string, std::string>>& images,
                                                std::vector<ChatMessage> messages, GenerateOptions options,
@@ -291,28 +330,24 @@ std::optional<ApiError> make_inference_request(const ApiContext& ctx,
                                                const std::vector<VideoRef>& videos) {
   ImageBudget budget = image_budget(ctx, options);
   const Model* model = ctx.scheduler.model();
-  const ImageProcessorConfig pc = model ? model->image_config() : ImageProcessorConfig{};
+  // A text model (a GGUF served without its vision file) refuses images before any is decoded.
+  if (model && !model->has_vision() && (!images.empty() || !videos.empty()))
+    return ApiError{400, no_vision_error(*model, images.size(), videos.size()).message(), "model_has_no_vision",
+                    images.empty() ? videos[0].where : images[0].second};
+  // Images and videos are decoded here, in the HTTP worker, before the request is queued: only when the model
+  // is loaded and the queue has room (a request the queue would refuse decodes nothing).
+  if (!images.empty() || !videos.empty()) {
+    if (auto e = check_queue_room(ctx)) return e;
+  }
+  const auto deadline = request_deadline(ctx);
+  budget.use_memory(ctx.decode_memory, deadline);
   for (size_t k = 0; k < images.size(); ++k) {
     const auto& [ref, where] = images[k];
-    // Each image's own bounds, as the session will preprocess it (image_options).
-    const PreprocessOptions o = image_options(options, k, pc);
-    budget.set_bounds(o.min_pixels, o.max_pixels, o.resized_height, o.resized_width);
-    budget.set_page(k < pages.size() ? pages[k] : 0);
-    auto img = load_request_image(ref, ctx.images, where, &budget);
-    if (!img.ok()) return ApiError{400, img.status().message(), "invalid_image", where};
-    out.images.push_back(std::move(img).value());
+    ImageRGB img;
+    if (auto e = load_image_for_request(ctx, budget, options, k, ref, where, k < pages.size() ? pages[k] : 0, false, img))
+      return e;
+    out.images.push_back(std::move(img));
   }
-  // Videos are decoded here, in the HTTP worker, before the request is queued: only when the queue has room,
-  // at most kVideoDecoders at a time in the process, and within the request's timeout.
-  if (!videos.empty()) {
-    if (!model) return submit_error(SubmitError::kLoading, ctx);
-    const int room = ctx.options.queue + std::max(0, ctx.scheduler.slots() - ctx.scheduler.busy_slots()) -
-                     ctx.scheduler.queue_depth();
-    if (room <= 0) return submit_error(SubmitError::kQueueFull, ctx);
-  }
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(
-                            ctx.options.timeout_s > 0 ? ctx.options.timeout_s : 3600.0));
   int64_t video_tokens = 0;
   for (const VideoRef& v : videos) {
     if (!video_supported())

@@ -32,6 +32,7 @@ struct ApiContext {
   // What every request starts from: sampling from generation_config.json, the context per slot, the image
   // size bounds. Written by the model loader before the scheduler reports kReady; read only after.
   GenerateOptions defaults;
+  DecodeMemory* decode_memory = nullptr;  // the server's budget of image decode memory (null: none)
 };
 
 // A failure to answer, in terms every API family can shape.
@@ -113,6 +114,19 @@ Result<bool> show_reasoning(const ApiContext& ctx, std::optional<bool> think, co
 // What a request's images may cost (tokens within its context, each image sized as the model's preprocessing
 // will size it), checked from each image's header before it is decoded.
 ImageBudget image_budget(const ApiContext& ctx, const GenerateOptions& options);
+
+// Before a request's images or videos are decoded: the model is loaded and the queue has room (else the
+// 503 the submission would get), so a request that would be refused decodes nothing.
+std::optional<ApiError> check_queue_room(const ApiContext& ctx);
+// The request's deadline for waiting on shared resources (decode memory, video decoders): its --timeout.
+std::chrono::steady_clock::time_point request_deadline(const ApiContext& ctx);
+
+// Image k of a request (a reference, or with raw_bytes the file's bytes), decoded within `budget` (its
+// tokens and the server's decode memory) and resized at once to what the model sees, its decode memory
+// given back: a 400 naming `where`, or a 503 when the decode memory had no room in time.
+std::optional<ApiError> load_image_for_request(const ApiContext& ctx, ImageBudget& budget, const GenerateOptions& options,
+                                               size_t k, std::string_view ref, const std::string& where, int page,
+                                               bool raw_bytes, ImageRGB& out);
 
 // The engine request for one parsed chat request: its images ((reference, where) in prompt order) loaded
 // under the server's image policy, and the server's timeout. A bad image is a 400 naming where it is.

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "server/api.h"
+#include "util/version.h"
 #include "tokenizer/reasoning.h"
 #include "tokenizer/tool_calls.h"
 #include "server/ollama_request.h"
@@ -160,29 +161,29 @@ void generate(ApiContext& ctx, const http::Request& req, http::Response& res, bo
   stream_job(res, kNdjson, std::move(a), watch, std::move(f));
 }
 
-std::string parameter_size(uint64_t bytes) {
-  const double params = static_cast<double>(bytes) / 2;  // BF16 weights
-  char buf[32];
-  if (params >= 1e9) {
-    std::snprintf(buf, sizeof buf, "%.1fB", params / 1e9);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.1fM", params / 1e6);
-  }
-  return buf;
-}
-
 uint64_t model_bytes(const ApiContext& ctx) {
   const Model* m = ctx.scheduler.model();
-  return m ? m->mapped_bytes() : 0;
+  return m ? m->facts().file_bytes : 0;
 }
 
+// The model's facts (model/model.h: computed once at load, as /health and /v1/models show them).
 json details(const ApiContext& ctx) {
+  const Model* m = ctx.scheduler.model();
   return json{{"parent_model", ""},
-              {"format", "safetensors"},
+              {"format", m ? m->facts().format : ""},
               {"family", "qwen3vl"},
               {"families", json::array({"qwen3vl"})},
-              {"parameter_size", parameter_size(model_bytes(ctx))},
-              {"quantization_level", "BF16"}};
+              {"parameter_size", m ? m->facts().parameter_size : ""},
+              {"quantization_level", m ? m->facts().quantization_level : ""}};
+}
+
+// What the model can do, as Ollama lists it: no "vision" for a text model served without its vision file.
+json capabilities(const ApiContext& ctx) {
+  json c = json::array({"completion"});
+  if (!ctx.scheduler.model() || ctx.scheduler.model()->has_vision()) c.push_back("vision");
+  c.push_back("tools");
+  if (chat_template(ctx) == ChatTemplateKind::kThinking) c.push_back("thinking");
+  return c;
 }
 
 // A stable stand-in for Ollama's manifest digest: FNV-1a of the model id, as 64 hex digits.
@@ -230,7 +231,7 @@ void add_ollama_routes(http::Router& routes, ApiContext& ctx) {
     send_json(res, 200, json{{"models", models}});
   });
   routes.get("/api/version", [](const http::Request&, http::Response& res) {
-    send_json(res, 200, json{{"version", "0.1.0"}});
+    send_json(res, 200, json{{"version", version()}});
   });
   routes.post("/api/show", [&ctx](const http::Request&, http::Response& res) {
     char params[160] = "";
@@ -241,7 +242,7 @@ void add_ollama_routes(http::Router& routes, ApiContext& ctx) {
     }
     json info{{"general.architecture", "qwen3vl"},
               {"general.basename", ctx.options.model_id},
-              {"general.parameter_count", model_bytes(ctx) / 2},
+              {"general.parameter_count", ctx.scheduler.model() ? ctx.scheduler.model()->facts().parameters : 0},
               {"qwen3vl.context_length", ctx.options.context}};
     send_json(res, 200,
               json{{"modelfile", "# served by qvl\nFROM " + ctx.options.model_id + "\n"},
@@ -249,9 +250,7 @@ void add_ollama_routes(http::Router& routes, ApiContext& ctx) {
                    {"template", ""},
                    {"details", details(ctx)},
                    {"model_info", info},
-                   {"capabilities", chat_template(ctx) == ChatTemplateKind::kThinking
-                                        ? json::array({"completion", "vision", "tools", "thinking"})
-                                        : json::array({"completion", "vision", "tools"})},
+                   {"capabilities", capabilities(ctx)},
                    {"modified_at", rfc3339(ctx.started_unix)}});
   });
 }

@@ -8,6 +8,20 @@ namespace qvl::server {
 
 namespace {
 
+// A Prometheus label value: backslash, double quote and newline escaped.
+std::string label_value(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
 std::string number(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.6g", v);
@@ -186,6 +200,13 @@ std::string Metrics::render(const Gauges& g) const {
   sample(out, "qvl_ready", g.ready ? 1 : 0);
   header(out, "qvl_kernel_table", "gauge", "The kernel table in use (label table), 1; why: qvl serve's log.");
   out += "qvl_kernel_table{table=\"" + g.kernel_table + "\"} 1\n";
+  if (!g.model.empty()) {
+    header(out, "qvl_model_info", "gauge", "The loaded model (labels: its facts, as /health gives them), 1.");
+    out += "qvl_model_info{model=\"" + label_value(g.model) + "\",format=\"" + g.model_format + "\",text_weights=\"" +
+           g.text_weights + "\",vision_weights=\"" + g.vision_weights + "\"} 1\n";
+    header(out, "qvl_model_parameters", "gauge", "The loaded model's parameters (as /health's model_info.parameters).");
+    out += "qvl_model_parameters " + std::to_string(g.model_parameters) + "\n";  // exact, as /health gives it
+  }
   header(out, "qvl_draining", "gauge", "1 after SIGTERM: finishing running requests, refusing new ones.");
   sample(out, "qvl_draining", g.draining ? 1 : 0);
   return out;

@@ -41,6 +41,9 @@ struct Gauges {
   bool loaded = false;
   bool ready = false, draining = false;  // what /readyz says; SIGTERM received
   std::string kernel_table;              // kernels().name
+  // The loaded model's facts (model/model.h ModelFacts), as labels of qvl_model_info; empty model: not loaded.
+  std::string model, model_format, text_weights, vision_weights;
+  int64_t model_parameters = 0;
   // The scheduler's caches (counters kept by the caches themselves).
   uint64_t image_cache_hits = 0, image_cache_misses = 0, image_cache_evictions = 0, images_encoded = 0;
   size_t image_cache_entries = 0, image_cache_bytes = 0, image_cache_budget = 0;

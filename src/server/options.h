@@ -38,7 +38,11 @@ struct ServerOptions {
   std::string image_dir;             // local image paths may be read only from inside it; empty: refused
   size_t max_body = 20u << 20;       // request bodies over this are refused with 413
   int http_threads = 0;              // workers running API requests; 0: parallel + queue + 8 (at least 16)
-  int max_connections = 256;         // connections open at once; more are answered 503 and closed
+  int max_connections = 256;         // connections open at once; more are answered 503 and closed (the probes
+                                     // /livez, /readyz, /health and /metrics still answered on 8 more)
+  int64_t decode_memory_mb = 0;      // images being decoded at once may hold this much (0: an eighth of the RAM,
+                                     // within 1-8 GiB); a request waits for room or gets 503
+  int max_connections_per_client = 64;  // connections open at once from one address (0: no limit)
   double header_timeout_s = 10;      // a request's header must arrive within this, however slowly it is sent
   double body_timeout_s = 60;        // and its body within this after the header
   double keep_alive_s = 5;           // an idle connection is closed after this

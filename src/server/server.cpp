@@ -3,7 +3,9 @@
 #include "server/server.h"
 
 #include <arpa/inet.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -80,12 +82,41 @@ bool is_ip_literal(const std::string& host) {
   return inet_pton(AF_INET, host.c_str(), buf) == 1;
 }
 
+// True for a listen address only this machine can reach (127.0.0.0/8, ::1, localhost).
+bool is_loopback_bind(const std::string& host) {
+  const std::string h = lower(host);
+  if (h == "localhost" || h == "::1" || h == "[::1]") return true;
+  in_addr v4{};
+  return inet_pton(AF_INET, h.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
+}
+
+// The names a client on the network may reach this machine by, without asking DNS: the kernel's host name,
+// its first label ("box" of "box.lan") and the mDNS name ("box.local"), lowercased.
+std::vector<std::string> machine_host_names() {
+  char buf[256] = {};
+  std::vector<std::string> names;
+  if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return names;
+  auto add = [&](const std::string& n) {
+    if (!n.empty() && std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  };
+  const std::string full = lower(buf);
+  const std::string first = full.substr(0, full.find('.'));
+  add(full);
+  add(first);
+  add(first + ".local");
+  return names;
+}
+
 }  // namespace
 
 struct Server::Impl {
   Impl(ServerOptions o, ModelLoader l, std::shared_ptr<const LoadProgress> p)
       : options(std::move(o)), load(std::move(l)), progress(std::move(p)), scheduler(scheduler_options()),
-        ctx{options, scheduler, metrics, {}, 0, {}} {}
+        ctx{options, scheduler, metrics, {}, 0, {}},
+        decode_memory(options.decode_memory_mb > 0 ? static_cast<uint64_t>(options.decode_memory_mb) << 20
+                                                   : DecodeMemory::default_capacity()) {
+    ctx.decode_memory = &decode_memory;
+  }
 
   SchedulerOptions scheduler_options() {
     SchedulerOptions s;
@@ -131,10 +162,13 @@ struct Server::Impl {
 
   bool authorized(const http::Request& req) const {
     if (options.api_keys.empty()) return true;
+    // "Bearer KEY": the scheme is case-insensitive (RFC 9110 §11.1), one or more spaces before the key.
     const std::string auth = req.header("Authorization");
-    const std::string prefix = "Bearer ";
-    if (auth.size() <= prefix.size() || auth.compare(0, prefix.size(), prefix) != 0) return false;
-    const std::string key = auth.substr(prefix.size());
+    const size_t space = auth.find(' ');
+    if (space == std::string::npos || lower(auth.substr(0, space)) != "bearer") return false;
+    const size_t start = auth.find_first_not_of(' ', space);
+    if (start == std::string::npos) return false;
+    const std::string key = auth.substr(start);
     bool ok = false;
     for (const std::string& k : options.api_keys) ok |= same_key(key, k);
     return ok;
@@ -149,14 +183,19 @@ struct Server::Impl {
     return false;
   }
 
-  // A Host this server answers to: an IP address, localhost, the --host it listens on, or an --allowed-host.
+  // A Host this server answers to: an IP address, localhost, the --host it listens on, an --allowed-host, or
+  // (listening beyond loopback) this machine's own names.
   bool host_allowed(const std::string& host) const {
     if (is_ip_literal(host) || host == "localhost" || host == lower(options.host)) return true;
     for (const std::string& h : options.allowed_hosts) {
       if (h == "*" || lower(h) == host) return true;
     }
+    if (!is_loopback_bind(options.host))
+      for (const std::string& n : machine_names)
+        if (n == host) return true;
     return false;
   }
+  const std::vector<std::string> machine_names = machine_host_names();
 
   bool on_header(const http::Request& req, http::Response& res);
   bool is_inline(const http::Request& req) const;
@@ -179,6 +218,7 @@ struct Server::Impl {
   Metrics metrics;
   Scheduler scheduler;
   ApiContext ctx;
+  DecodeMemory decode_memory;
   http::Router router;
   std::unique_ptr<http::HttpServer> http;
   int port = -1;
@@ -253,6 +293,14 @@ void Server::Impl::metrics_page(http::Response& res) {
   g.ready = readiness().ready;
   g.draining = draining.load();
   g.kernel_table = kernels().name;
+  if (const Model* m = scheduler.model(); m && g.loaded) {
+    const ModelFacts& f = m->facts();
+    g.model = options.model_id;
+    g.model_format = f.format;
+    g.text_weights = weight_type_name(f.text_weights);
+    g.vision_weights = f.vision ? weight_type_name(f.vision_weights) : "none";
+    g.model_parameters = f.parameters;
+  }
   const CacheStats c = scheduler.cache_stats();
   g.image_cache_hits = c.images.hits;
   g.image_cache_misses = c.images.misses;
@@ -284,11 +332,20 @@ bool Server::Impl::on_header(const http::Request& req, http::Response& res) {
                 "host_not_allowed"});
     return true;
   }
+  int origins = 0;
+  for (const auto& [k, v] : req.headers) origins += http::iequals(k, "Origin");
+  if (origins > 1) {
+    send_error(res, family, {400, "the request has " + std::to_string(origins) + " Origin header fields; a browser "
+                                  "sends one"});
+    return true;
+  }
   const std::string origin = req.header("Origin");
   const bool cors = cors_allowed(origin);
   if (req.has_header("Origin") && !cors) {
     // Same origin: the page this server served, whose requests carry its own host:port as Host.
-    const bool same = !host.empty() && (lower(origin) == "http://" + lower(host) || lower(origin) == "https://" + lower(host));
+    // (qvl speaks plain HTTP: an https:// origin is another origin, such as a TLS proxy's page, which --cors
+    // names.)
+    const bool same = !host.empty() && lower(origin) == "http://" + lower(host);
     if (!same) {
       send_error(res, family,
                  {403, "requests from the web origin '" + origin.substr(0, 100) +
@@ -394,10 +451,14 @@ Status Server::start() {
   limits.body_timeout_s = o.body_timeout_s;
   limits.keep_alive_s = o.keep_alive_s;
   limits.max_connections = o.max_connections;
+  limits.max_connections_per_client = o.max_connections_per_client;
   limits.workers = o.http_threads > 0 ? o.http_threads : std::max(16, o.parallel + o.queue + 8);
   http::HttpHandlers h;
   h.on_header = [&s](const http::Request& req, http::Response& res) { return s.on_header(req, res); };
   h.is_inline = [&s](const http::Request& req) { return s.is_inline(req); };
+  h.is_probe = [](const http::Request& req) {
+    return (req.method == "GET" || req.method == "HEAD") && (is_probe(req.path) || req.path == "/metrics");
+  };
   h.handle = [&s](http::Request& req, http::Response& res) { s.handle(req, res); };
   h.error = [](const http::Request& req, int status, const std::string& message, http::Response& res) {
     send_error(res, family_of(req.path), {status, message});
@@ -412,6 +473,23 @@ Status Server::start() {
   s.scheduler.start();
   s.started = true;
   return Status::Ok();
+}
+
+std::string Server::accepted_hosts() const {
+  const ServerOptions& o = impl_->options;
+  for (const std::string& h : o.allowed_hosts)
+    if (h == "*") return "any Host (--allowed-host *)";
+  std::vector<std::string> names = {"localhost"};
+  auto add = [&](const std::string& n) {
+    if (!n.empty() && std::find(names.begin(), names.end(), lower(n)) == names.end()) names.push_back(lower(n));
+  };
+  if (!is_ip_literal(lower(o.host)) && !is_ip_literal("[" + lower(o.host) + "]")) add(o.host);
+  if (!is_loopback_bind(o.host))
+    for (const std::string& n : impl_->machine_names) add(n);
+  for (const std::string& h : o.allowed_hosts) add(h);
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out + " and any IP address; add a name with --allowed-host NAME (or QVL_ALLOWED_HOST)";
 }
 
 int Server::port() const { return impl_->port; }

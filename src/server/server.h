@@ -33,6 +33,9 @@ class Server {
   // the background. Errors: the address cannot be bound, --image-dir is not a directory.
   Status start();
   int port() const;
+  // The Host header values requests may carry, for the start-up log: "localhost, box, box.local and any IP
+  // address; add a name with --allowed-host NAME". Listening beyond loopback adds the machine's own names.
+  std::string accepted_hosts() const;
 
   LoadState load_state() const;
   std::string load_error() const;

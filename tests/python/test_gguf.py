@@ -59,9 +59,15 @@ def test_q8_0_gguf_answers_as_the_model_quantized_at_load(models, tmp_path):
 def test_refusals_say_what_is_missing(models, tmp_path):
     lonely = tmp_path / "lonely"
     lonely.mkdir()
-    (lonely / "m.gguf").write_bytes((models / "q8_0" / "tiny-q8_0.gguf").read_bytes()[:100000])
-    r = run("run", "--model", str(lonely / "m.gguf"), "-p", "hi", "-n", "1", check=False)
-    assert r.returncode != 0 and "mmproj" in r.stderr, r.stderr
+    (lonely / "m.gguf").write_bytes((models / "q8_0" / "tiny-q8_0.gguf").read_bytes())
+    (lonely / "cut.gguf").write_bytes((models / "q8_0" / "tiny-q8_0.gguf").read_bytes()[:100000])
+    r = run("run", "--model", str(lonely / "cut.gguf"), "-p", "hi", "-n", "1", check=False)
+    assert r.returncode != 0 and "cut.gguf" in r.stderr, r.stderr
+    # A text GGUF alone answers text, and refuses an image saying which file would let it see.
+    run("run", "--model", str(lonely / "m.gguf"), "-p", "hi", "-n", "1")
+    r = run("run", "--model", str(lonely / "m.gguf"), "-i", str(IMAGES / "png_rgb8_256x256.png"), "-p", "hi", "-n", "1",
+            check=False)
+    assert r.returncode != 0 and "--mmproj" in r.stderr, r.stderr
     r = run("run", "--model", str(models / "q8_0" / "mmproj-tiny-q8_0.gguf"), "-p", "hi", check=False)
     assert r.returncode != 0 and "vision (mmproj) file" in r.stderr, r.stderr
 
