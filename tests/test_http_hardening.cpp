@@ -436,6 +436,16 @@ TEST_F(HttpHardening, HostExpectAndMethodAreCheckedAsTheRfcsSay) {
     EXPECT_EQ(status(std::string("GET /health HTTP/1.1\r\nHost: ") + good + "\r\n").status, 200) << good;
   }
   EXPECT_EQ(status("GET /health HTTP/1.1\r\n" + h + "Expect: 200-ok\r\n").status, 417);
+  EXPECT_EQ(status("GET /health HTTP/1.1\r\n" + h + "X-A: a\r\n  folded\r\n").status, 400);  // obs-fold
+  EXPECT_EQ(status("GET /health HTTP/1.1\n" + h).status, 400);                                  // bare LF
+  {
+    // A chunked body with bare-LF lines: 400 at once, not a wait for the body's deadline.
+    RawConn c(server_->port());
+    const auto t0 = Clock::now();
+    c.send("POST /api/chat HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n2\n{}\n0\n\n");
+    EXPECT_EQ(c.read_response(5).status, 400);
+    EXPECT_LT(seconds_since(t0), 2.0);
+  }
   Reply trace = status("TRACE /health HTTP/1.1\r\n" + h);
   EXPECT_EQ(trace.status, 405);
   EXPECT_EQ(trace.headers.count("Allow"), 1u);

@@ -213,8 +213,11 @@ int cmd_serve(const std::vector<std::string>& args) {
         if (st.ok()) st = ImageProcessorConfig::load(cached->dir).status();
       }
       if (!st.ok()) return fail(cmd, st.message());
-    } else if (auto spec = hub::parse_model_spec(model_spec); spec.ok() && !std::filesystem::exists(model_spec)) {
-      o.model_id = spec->second;
+    } else if (auto spec = hub::parse_model_spec(hub::split_gguf_tag(model_spec).first);
+               spec.ok() && !std::filesystem::exists(model_spec)) {
+      // (A GGUF repository's tag, ORG/NAME-GGUF:Q4_K_M, downloads the file of that quantization.)
+      const std::string tag = hub::split_gguf_tag(model_spec).second;
+      o.model_id = spec->second + (tag.empty() ? "" : ":" + tag);
     } else {
       return fail(cmd, cached.status().message());
     }

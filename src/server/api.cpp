@@ -293,7 +293,7 @@ std::chrono::steady_clock::time_point request_deadline(const ApiContext& ctx) {
              std::chrono::duration<double>(ctx.options.timeout_s > 0 ? ctx.options.timeout_s : 3600.0));
 }
 
-std::optional<ApiError> load_image_for_request(const ApiContext& ctx, ImageBudget& budget, const GenerateOptions& options,
+std::optional<ApiError> load_image_for_request(const ApiContext& ctx, ImageBudget& budget, GenerateOptions& options,
                                                size_t k, std::string_view ref, const std::string& where, int page,
                                                bool raw_bytes, ImageRGB& out) {
   const Model* model = ctx.scheduler.model();
@@ -308,14 +308,27 @@ std::optional<ApiError> load_image_for_request(const ApiContext& ctx, ImageBudge
     if (budget.busy()) return ApiError{503, img.status().message(), "busy", where, 2};
     return ApiError{400, img.status().message(), "invalid_image", where};
   }
-  // Resized now to the size the model sees (preprocess_size and the resize the session runs, which then
-  // finds the image at its size: the identity), so the full-size pixels go before the next image decodes.
+  // Resized now to the size the model sees (preprocess_size and the resize the session runs), so the
+  // full-size pixels go before the next image decodes. The image's options then ask for that exact size, so
+  // the session's preprocessing finds it at its size (the identity); where that would not give the same size
+  // again (a size under the exact path's floor of 4 tokens: a tiny image), it stays as decoded.
   auto size = preprocess_size(*img, pc, o);
   if (!size.ok()) return ApiError{400, where + ": " + size.status().message(), "invalid_image", where};
   if (size->width != img->width || size->height != img->height) {
-    ImageRGB resized = resize_bicubic_antialias(*img, size->width, size->height);
-    img = Result<ImageRGB>(ImageRGB{});  // the full-size pixels, freed here
-    out = std::move(resized);
+    if (options.per_image.size() <= k) options.per_image.resize(k + 1);
+    const PreprocessOptions before = options.per_image[k];
+    options.per_image[k].resized_height = size->height;
+    options.per_image[k].resized_width = size->width;
+    const ImageRGB probe{size->width, size->height, {}};
+    auto again = preprocess_size(probe, pc, image_options(options, k, pc));
+    if (again.ok() && again->width == size->width && again->height == size->height) {
+      ImageRGB resized = resize_bicubic_antialias(*img, size->width, size->height);
+      img = Result<ImageRGB>(ImageRGB{});  // the full-size pixels, freed here
+      out = std::move(resized);
+    } else {
+      options.per_image[k] = before;
+      out = std::move(img).value();
+    }
   } else {
     out = std::move(img).value();
   }

@@ -123,8 +123,9 @@ std::chrono::steady_clock::time_point request_deadline(const ApiContext& ctx);
 
 // Image k of a request (a reference, or with raw_bytes the file's bytes), decoded within `budget` (its
 // tokens and the server's decode memory) and resized at once to what the model sees, its decode memory
-// given back: a 400 naming `where`, or a 503 when the decode memory had no room in time.
-std::optional<ApiError> load_image_for_request(const ApiContext& ctx, ImageBudget& budget, const GenerateOptions& options,
+// given back (options.per_image[k] then asks for that exact size): a 400 naming `where`, or a 503 when the
+// decode memory had no room in time.
+std::optional<ApiError> load_image_for_request(const ApiContext& ctx, ImageBudget& budget, GenerateOptions& options,
                                                size_t k, std::string_view ref, const std::string& where, int page,
                                                bool raw_bytes, ImageRGB& out);
 

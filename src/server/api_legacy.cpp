@@ -45,8 +45,10 @@ void vision_completion(ApiContext& ctx, const http::Request& req, http::Response
   ImageBudget budget = image_budget(ctx, ctx.defaults);
   budget.use_memory(ctx.decode_memory, request_deadline(ctx));
   std::vector<ImageRGB> images(1);
-  if (auto e = load_image_for_request(ctx, budget, ctx.defaults, 0, bytes, "image", 0, true, images[0])) return fail(*e);
+  GenerateOptions image_opts = ctx.defaults;
+  if (auto e = load_image_for_request(ctx, budget, image_opts, 0, bytes, "image", 0, true, images[0])) return fail(*e);
   InferenceRequest ir = one_turn(ctx, std::move(prompt), std::move(images));
+  ir.options.per_image = image_opts.per_image;
   if (const http::FormField* max_tokens = http::find_field(*form, "max_tokens")) {
     if (Status s = parse_form_max_tokens(max_tokens->content, ir.options.max_tokens); !s.ok()) {
       return fail({400, s.message()});
@@ -72,15 +74,17 @@ void chat(ApiContext& ctx, const http::Request& req, http::Response& res) {
   if (!parsed.ok()) return fail({400, parsed.status().message()});
   LegacyChatRequest& r = *parsed;
   std::vector<ImageRGB> images;
+  GenerateOptions image_opts = ctx.defaults;
   if (!r.image.empty()) {
     if (auto e = check_queue_room(ctx)) return fail(*e);
     ImageBudget budget = image_budget(ctx, ctx.defaults);
     budget.use_memory(ctx.decode_memory, request_deadline(ctx));
     images.resize(1);
-    if (auto e = load_image_for_request(ctx, budget, ctx.defaults, 0, r.image, "image", 0, false, images[0]))
+    if (auto e = load_image_for_request(ctx, budget, image_opts, 0, r.image, "image", 0, false, images[0]))
       return fail(*e);
   }
   InferenceRequest ir = one_turn(ctx, std::move(r.question), std::move(images));
+  ir.options.per_image = image_opts.per_image;
   ir.options.max_tokens = r.max_tokens;
   const http::PeerWatch& watch = req.peer;
   Admitted a = submit_and_wait_start(ctx, std::move(ir), watch);

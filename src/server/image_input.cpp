@@ -232,13 +232,15 @@ Result<ImageRGB> decode_request_image(std::string_view bytes, const ImagePolicy&
 namespace {
 
 // The path of a file: URI (RFC 8089): "file:///abs/path" or "file://localhost/abs/path"; a URI naming another
-// host is refused (it is not a file of this machine).
+// host is refused (it is not a file of this machine). "file://NAME" with no '/' at all names NAME in the
+// media directory, as qvl has always read it.
 Result<std::string_view> file_uri_path(std::string_view ref, const std::string& where) {
   const std::string_view rest = ref.substr(7);
   const size_t slash = rest.find('/');
+  if (slash == std::string_view::npos) return rest;
   const std::string_view authority = rest.substr(0, slash);
   const bool local = authority.empty() || (authority.size() == 9 && starts_with_ci(authority, "localhost"));
-  if (slash == std::string_view::npos || !local)
+  if (!local)
     return Status::Error(where + ": " + quote(ref) + " names a file on host '" + std::string(authority.substr(0, 60)) +
                          "'; only this machine's files are read (file:///path or file://localhost/path)");
   return rest.substr(slash);

@@ -185,6 +185,17 @@ def big_png(w, h):
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
 
 
+def big_png_1bit(w, h):
+    """A valid w x h 1-bit grey PNG of zeros: about 13 KB for 10000 x 10000, 300 MB once decoded to RGB."""
+    raw_row = b"\x00" + b"\x00" * ((w + 7) // 8)
+    comp = zlib.compressobj(9)
+    idat = b"".join(comp.compress(raw_row) for _ in range(h)) + comp.flush()
+    def chunk(kind, data):
+        return len(data).to_bytes(4, "big") + kind + data + zlib.crc32(kind + data).to_bytes(4, "big")
+    ihdr = w.to_bytes(4, "big") + h.to_bytes(4, "big") + bytes([1, 0, 0, 0, 0])
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
 def bad_images():
     """(name, bytes, kind): corrupt, truncated and bomb images of every format. Files Pillow refuses must be
     refused; damaged files Pillow still decodes (a truncated GIF frame, flipped bits in JPEG data) may answer."""
@@ -424,6 +435,8 @@ def table(port):
         ("Host :99999", b"GET /v1/models HTTP/1.1\r\nHost: :99999\r\n\r\n"),
         ("Expect: 200-ok", f"GET /v1/models HTTP/1.1\r\nHost: {host}\r\nExpect: 200-ok\r\n\r\n".encode()),
         ("TRACE", f"TRACE /v1/models HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()),
+        ("obs-fold header", f"GET /v1/models HTTP/1.1\r\nHost: {host}\r\nX-A: a\r\n  folded\r\n\r\n".encode()),
+        ("chunked body with bare LF", f"POST /api/chat HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\n\r\n2\n{{}}\n0\n\n".encode()),
         ("lowercase method", f"get /v1/models HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()),
         ("two Origin fields", f"GET /v1/models HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\nOrigin: http://attacker.example\r\n\r\n".encode()),
         ("https Origin of this host", f"GET /v1/models HTTP/1.1\r\nHost: {host}\r\nOrigin: https://{host}\r\n\r\n".encode()),
@@ -538,11 +551,11 @@ def hwm_mb(pid):
 
 
 def pixel_group(port, pid):
-    """Cheap files, expensive pixels (issue 29): six 10000x10000 PNGs of one colour (about 30 KB each) asked at
+    """Cheap files, expensive pixels (issue 29): six 10000x10000 1-bit PNGs of zeros (13 KB each) asked at
     detail low. Each is decoded at full size (the reference resizes the full image), but one at a time and
     resized at once, so the server's peak memory grows by about one image (300 MB of RGB), not six. Returns
     (name, ok, detail) rows."""
-    png = base64.b64encode(big_png(10000, 10000)).decode()
+    png = base64.b64encode(big_png_1bit(10000, 10000)).decode()
     body = {"model": "x", "max_tokens": 2, "messages": [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": "data:image/png;base64," + png, "detail": "low"}} for _ in range(6)]
         + [{"type": "text", "text": "what?"}]}]}

@@ -89,8 +89,8 @@ def test_installed_binary_serves_a_gguf_from_the_hub_then_offline(tmp_path):
     assert v.stdout.startswith("qvl "), v.stdout
     sh(qvl, "make-test-model", "--preset", "tiny", "--seed", "1", "--out", work / "tiny", "--threads", "1", cwd=work)
     sh(qvl, "quantize", "--model", work / "tiny", "--out", work / "repo", "--format", "gguf", cwd=work)
-    files = sorted(p.name for p in (work / "repo").iterdir())
-    assert any("mmproj" in f for f in files) and len(files) == 2, files
+    ggufs = sorted(p.name for p in (work / "repo").glob("*.gguf"))
+    assert len(ggufs) == 2 and any("mmproj" in f for f in ggufs), ggufs
 
     # The pair on a hub, served by its tag (downloaded into the cache on first use).
     repo = "qvl-test/Tiny-VL-GGUF"

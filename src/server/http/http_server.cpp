@@ -435,8 +435,41 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // One deadline for the whole header, however it is dripped in.
     stream_.expires_after(millis(probe_only_ ? std::min(limits().header_timeout_s, limits().probe_header_timeout_s)
                                              : limits().header_timeout_s));
-    bhttp::async_read_header(stream_, buffer_, *parser_,
-                             [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+    read_raw_header();
+  }
+
+  // Reads until the header's blank line is in the buffer, checks the raw bytes (obs-fold and bare LF are
+  // invisible once Beast has parsed them: it joins folded lines), then has the parser take the header.
+  void read_raw_header() {
+    const auto data = buffer_.data();
+    const std::string_view raw(static_cast<const char*>(data.data()), data.size());
+    const size_t end = raw.find("\r\n\r\n");
+    const std::string_view head = raw.substr(0, end == std::string_view::npos ? raw.size() : end + 4);
+    for (size_t i = head.find('\n'); i != std::string_view::npos; i = head.find('\n', i + 1)) {
+      if (i == 0 || head[i - 1] != '\r') {
+        req_ = std::make_shared<Request>();
+        return fail(400, "malformed HTTP request: a line of the header ends with a bare LF; lines end with CRLF");
+      }
+      if (i + 1 < head.size() && (head[i + 1] == ' ' || head[i + 1] == '\t')) {
+        req_ = std::make_shared<Request>();
+        return fail(400, "malformed HTTP request: a header field is folded onto the next line (obs-fold, RFC 9112 "
+                         "section 5.2); send each field on one line");
+      }
+    }
+    if (end == std::string_view::npos) {
+      if (raw.size() > limits().max_header) return on_header(bhttp::error::header_limit);
+      stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
+        if (ec) return self->on_header(ec);
+        self->buffer_.commit(n);
+        self->read_raw_header();
+      });
+      return;
+    }
+    beast::error_code ec;
+    const size_t used = parser_->put(asio::buffer(data.data(), end + 4), ec);
+    buffer_.consume(used);
+    if (!ec && !parser_->is_header_done()) ec = bhttp::error::partial_message;
+    on_header(ec);
   }
 
   void fill_request() {
@@ -535,6 +568,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return send(req_, std::make_shared<Response>(std::move(res)), !parser_->is_done());
     }
     if (parser_->is_done()) return on_body({});
+    if (parser_->chunked() && buffer_.size() > 0) {
+      // The chunk-size line already here must end with CRLF (a bare LF would leave the parser waiting for one).
+      const auto d = buffer_.data();
+      const std::string_view b(static_cast<const char*>(d.data()), d.size());
+      const size_t nl = b.find('\n');
+      if (nl != std::string_view::npos && (nl == 0 || b[nl - 1] != '\r'))
+        return fail(400, "malformed HTTP request body: a chunk-size line ends with a bare LF; lines end with CRLF");
+    }
     if (iequals(lower_trimmed(req.header("Expect")), "100-continue")) {
       auto data = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
       stream_.expires_after(millis(limits().write_timeout_s));
