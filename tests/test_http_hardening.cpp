@@ -28,7 +28,7 @@ class RawConn {
     a.sin_port = htons(static_cast<uint16_t>(port));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    timeval tv{2, 0};
+    const timeval tv = scaled_timeval(2);
     ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   }
   ~RawConn() {
@@ -48,8 +48,10 @@ class RawConn {
     pollfd p{fd_, POLLIN, 0};
     return ::poll(&p, 1, timeout_ms) > 0;
   }
-  // One response (Content-Length framed, as every non-streamed answer is), waiting up to timeout_s.
+  // One response (Content-Length framed, as every non-streamed answer is), waiting up to timeout_s (at
+  // Release speed: scaled here).
   Reply read_response(double timeout_s = 5) {
+    timeout_s = scaled(timeout_s);
     const auto start = Clock::now();
     for (;;) {
       const size_t head_end = buf_.find("\r\n\r\n");
@@ -84,7 +86,7 @@ class RawConn {
       buf_.append(tmp, static_cast<size_t>(n));
     }
   }
-  // True when the server closed the connection within timeout_s.
+  // True when the server closed the connection within timeout_s (not scaled: also a polling step).
   bool closed_by_server(double timeout_s) {
     const auto start = Clock::now();
     while (seconds_since(start) < timeout_s) {
@@ -139,7 +141,7 @@ TEST_F(HttpHardening, SlowlorisDoesNotStarveHealthOrChat) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::this_thread::sleep_for(scaled_ms(300));  // the slow connections are in
   double worst = 0;
   for (int i = 0; i < 10; ++i) {
     const auto t = Clock::now();
@@ -148,11 +150,11 @@ TEST_F(HttpHardening, SlowlorisDoesNotStarveHealthOrChat) {
     EXPECT_EQ(h.status, 200);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  EXPECT_LT(worst, 1.0);
+  EXPECT_LT(worst, scaled(1.0));
   const auto t = Clock::now();
   Reply chat = post("/v1/chat/completions", chat_body("hi", 2));
   EXPECT_EQ(chat.status, 200) << chat.body;
-  EXPECT_LT(seconds_since(t), 30.0);
+  EXPECT_LT(seconds_since(t), scaled(30.0));
   stop.store(true);
   drip.join();
 }
@@ -165,12 +167,12 @@ TEST_F(HttpHardening, SlowHeaderIsCutAtTheHeaderDeadline) {
   c.send("GET /health HTTP/1.1\r\n");
   const auto t = Clock::now();
   bool closed = false;
-  while (!closed && seconds_since(t) < 5) {
+  while (!closed && seconds_since(t) < scaled(5)) {
     c.send("X");  // a byte every 100 ms: each recv is quick, the total is not
     closed = c.closed_by_server(0.1);
   }
   EXPECT_TRUE(closed);
-  EXPECT_LT(seconds_since(t), 3.0);
+  EXPECT_LT(seconds_since(t), scaled(3.0));  // the 1 s header deadline, and room for the server to act
 }
 
 TEST_F(HttpHardening, ChunkedBodyOverTheLimitIs413WhileItArrives) {
@@ -215,7 +217,7 @@ TEST_F(HttpHardening, ContentLengthOverTheLimitIs413BeforeTheBody) {
     const auto t = Clock::now();
     Reply r = c.read_response(3);  // no byte of the body was sent
     ASSERT_EQ(r.status, 413) << expect;
-    EXPECT_LT(seconds_since(t), 1.0);
+    EXPECT_LT(seconds_since(t), scaled(1.0));
     EXPECT_NE(r.json_body()["error"]["message"].get<std::string>().find("--max-body"), std::string::npos);
   }
 }
@@ -353,9 +355,9 @@ TEST_F(HttpHardening, ConnectionsOverTheCapGetAQuick503) {
   const auto t = Clock::now();
   Reply r = extra.read_response(2);
   ASSERT_EQ(r.status, 503);
-  EXPECT_LT(seconds_since(t), 1.0);
+  EXPECT_LT(seconds_since(t), scaled(1.0));
   EXPECT_TRUE(r.json_body()["error"].is_string());
-  EXPECT_TRUE(extra.closed_by_server(3));
+  EXPECT_TRUE(extra.closed_by_server(scaled(3)));
   held.clear();
   EXPECT_TRUE(wait_for([&] { return get("/health").status == 200; }, 5));
 }
@@ -370,10 +372,10 @@ TEST_F(HttpHardening, AClientThatStopsReadingIsNotBufferedForever) {
   const std::string body = chat_body("hi", 64, true).dump();
   c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: " + host() + "\r\nContent-Type: application/json\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\n\r\n" + body);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::this_thread::sleep_for(scaled_ms(500));  // the answer fills the socket's buffers
   const auto t = Clock::now();
   EXPECT_EQ(get("/health").status, 200);
-  EXPECT_LT(seconds_since(t), 1.0);
+  EXPECT_LT(seconds_since(t), scaled(1.0));
 }
 
 }  // namespace
