@@ -41,7 +41,8 @@ function(qvl_add_fuzz_target name)
     add_test(NAME fuzz_${name}
              COMMAND ${target} -max_total_time=${QVL_FUZZ_SECONDS} -timeout=25 -rss_limit_mb=4096
                      -print_final_stats=1 -artifact_prefix=${work}/findings/ ${work}/corpus ${corpus})
-    set_tests_properties(fuzz_${name} PROPERTIES TIMEOUT 300 LABELS fuzz)
+    qvl_test_timeout(timeout 300)  # cmake/test_timing.cmake
+    set_tests_properties(fuzz_${name} PROPERTIES TIMEOUT ${timeout} LABELS fuzz)
   else()
     target_sources(${target} PRIVATE ${QVL_FUZZ_SOURCE_DIR}/replay_main.cpp)
     add_test(NAME fuzz_replay_${name} COMMAND ${target} ${corpus})

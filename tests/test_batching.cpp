@@ -87,7 +87,8 @@ class Batching : public ::testing::TestWithParam<bool> {  // param: quantized (d
     auto s = std::make_unique<Scheduler>(std::move(o));
     s->start();
     // Loading takes seconds under the sanitizers.
-    for (int i = 0; i < 18000 && s->state() == LoadState::kLoading; ++i) std::this_thread::sleep_for(10ms);
+    const auto deadline = test::deadline_in(180);
+    while (s->state() == LoadState::kLoading && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
     EXPECT_EQ(s->state(), LoadState::kReady);
     return s;
   }
@@ -102,7 +103,8 @@ class Batching : public ::testing::TestWithParam<bool> {  // param: quantized (d
       ADD_FAILURE() << "no job (not submitted)";
       return {};
     }
-    for (int i = 0; i < 6000; ++i) {
+    const auto deadline = test::deadline_in(300);
+    while (std::chrono::steady_clock::now() < deadline) {
       JobUpdate u = job->wait(50ms);
       if (u.finished) return u;
     }
@@ -146,7 +148,7 @@ TEST_P(Batching, JoiningCancellingAndTimingOutMidBatchLeaveTheOthersUnchanged) {
   auto ja = submit(*s, a);
   auto jc = submit(*s, c);
   // b joins once a streams.
-  for (int i = 0; i < 400; ++i) {
+  for (const auto deadline = test::deadline_in(8); std::chrono::steady_clock::now() < deadline;) {
     if (!ja->wait(20ms).text.empty()) break;
   }
   auto jb = submit(*s, b);
@@ -167,7 +169,7 @@ TEST_P(Batching, PromptsAreReadInSlicesBetweenDecodeRounds) {
   Req b = make_request(std::string(300, 'x') + " a long prompt with two images", 2, 10, 3);
   auto s = scheduler(2, /*slice_tokens=*/8);
   auto ja = submit(*s, a);
-  for (int i = 0; i < 400; ++i)
+  for (const auto deadline = test::deadline_in(8); std::chrono::steady_clock::now() < deadline;)
     if (!ja->wait(20ms).text.empty()) break;
   const int64_t rounds_before = rounds_.load();
   auto jb = submit(*s, b);

@@ -75,9 +75,9 @@ struct Child {
       while ((n = read(fd, buf, sizeof buf)) > 0) (fd == out ? stdout_text : stderr_text).append(buf, static_cast<size_t>(n));
     }
   }
-  // Reads until `pred` holds or `seconds` pass.
+  // Reads until `pred` holds or `seconds` (at Release speed: scaled here) pass.
   bool wait_for(const std::function<bool()>& pred, double seconds) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+    const auto end = test::deadline_in(seconds);
     while (std::chrono::steady_clock::now() < end) {
       drain();
       if (pred()) return true;
@@ -87,11 +87,12 @@ struct Child {
     drain();
     return pred();
   }
+  // Closes stdin and waits `seconds` (scaled) for the exit status (-1: still running).
   int finish(double seconds) {
     close(in);
     in = -1;
     int status = 0;
-    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+    const auto end = test::deadline_in(seconds);
     while (std::chrono::steady_clock::now() < end) {
       drain();
       if (waitpid(pid, &status, WNOHANG) == pid) {

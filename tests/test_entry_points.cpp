@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_paths.h"
+#include "test_timing.h"
 
 extern char** environ;
 
@@ -134,11 +135,12 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
-// Waits until GET /health answers 200 (the model loaded) or `server` exits; false on exit or after 120 s.
+// Waits until GET /health answers 200 (the model loaded) or `server` exits; false on exit or after 120 s
+// (scaled).
 bool wait_ready(Proc& server, int port) {
   httplib::Client c("127.0.0.1", port);
   c.set_connection_timeout(1, 0);
-  for (int i = 0; i < 1200; ++i) {
+  for (const auto deadline = qvl::test::deadline_in(120); std::chrono::steady_clock::now() < deadline;) {
     if (auto r = c.Get("/health"); r && r->status == 200) return true;
     if (!server.running()) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -222,7 +224,7 @@ TEST_F(LoneBinary, ServesTheDemoWithNothingBesideIt) {
               fs::path(qvl_).parent_path());
   ASSERT_TRUE(wait_ready(server, port)) << server.err();
   httplib::Client c("127.0.0.1", port);
-  c.set_read_timeout(120, 0);
+  c.set_read_timeout(static_cast<time_t>(qvl::test::scaled(120)), 0);
   auto r = c.Post("/v1/chat/completions", chat_body(true).dump(), "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
@@ -275,7 +277,7 @@ TEST_F(LoneBinary, ServesGgufFilesFoldersAndTextOnly) {
     Proc server(qvl_, args, root_->path);
     ASSERT_TRUE(wait_ready(server, port)) << server.err();
     httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(120, 0);
+    c.set_read_timeout(static_cast<time_t>(qvl::test::scaled(120)), 0);
     auto text = c.Post("/v1/chat/completions", chat_body(false).dump(), "application/json");
     ASSERT_TRUE(text);
     EXPECT_EQ(text->status, 200) << text->body;

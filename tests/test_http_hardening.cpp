@@ -29,7 +29,7 @@ class RawConn {
     a.sin_port = htons(static_cast<uint16_t>(port));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    timeval tv{2, 0};
+    const timeval tv = scaled_timeval(2);
     ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   }
   ~RawConn() {
@@ -49,8 +49,10 @@ class RawConn {
     pollfd p{fd_, POLLIN, 0};
     return ::poll(&p, 1, timeout_ms) > 0;
   }
-  // One response (Content-Length framed, as every non-streamed answer is), waiting up to timeout_s.
+  // One response (Content-Length framed, as every non-streamed answer is), waiting up to timeout_s (at
+  // Release speed: scaled here).
   Reply read_response(double timeout_s = 5) {
+    timeout_s = scaled(timeout_s);
     const auto start = Clock::now();
     for (;;) {
       const size_t head_end = buf_.find("\r\n\r\n");
@@ -85,7 +87,7 @@ class RawConn {
       buf_.append(tmp, static_cast<size_t>(n));
     }
   }
-  // True when the server closed the connection within timeout_s.
+  // True when the server closed the connection within timeout_s (not scaled: also a polling step).
   bool closed_by_server(double timeout_s) {
     const auto start = Clock::now();
     while (seconds_since(start) < timeout_s) {
@@ -140,7 +142,7 @@ TEST_F(HttpHardening, SlowlorisDoesNotStarveHealthOrChat) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::this_thread::sleep_for(scaled_ms(300));  // the slow connections are in
   double worst = 0;
   for (int i = 0; i < 10; ++i) {
     const auto t = Clock::now();
@@ -149,11 +151,11 @@ TEST_F(HttpHardening, SlowlorisDoesNotStarveHealthOrChat) {
     EXPECT_EQ(h.status, 200);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  EXPECT_LT(worst, 1.0);
+  EXPECT_LT(worst, scaled(1.0));
   const auto t = Clock::now();
   Reply chat = post("/v1/chat/completions", chat_body("hi", 2));
   EXPECT_EQ(chat.status, 200) << chat.body;
-  EXPECT_LT(seconds_since(t), 30.0);
+  EXPECT_LT(seconds_since(t), scaled(30.0));
   stop.store(true);
   drip.join();
 }
@@ -166,12 +168,12 @@ TEST_F(HttpHardening, SlowHeaderIsCutAtTheHeaderDeadline) {
   c.send("GET /health HTTP/1.1\r\n");
   const auto t = Clock::now();
   bool closed = false;
-  while (!closed && seconds_since(t) < 5) {
+  while (!closed && seconds_since(t) < scaled(5)) {
     c.send("X");  // a byte every 100 ms: each recv is quick, the total is not
     closed = c.closed_by_server(0.1);
   }
   EXPECT_TRUE(closed);
-  EXPECT_LT(seconds_since(t), 3.0);
+  EXPECT_LT(seconds_since(t), scaled(3.0));  // the 1 s header deadline, and room for the server to act
 }
 
 TEST_F(HttpHardening, ChunkedBodyOverTheLimitIs413WhileItArrives) {
@@ -216,7 +218,7 @@ TEST_F(HttpHardening, ContentLengthOverTheLimitIs413BeforeTheBody) {
     const auto t = Clock::now();
     Reply r = c.read_response(3);  // no byte of the body was sent
     ASSERT_EQ(r.status, 413) << expect;
-    EXPECT_LT(seconds_since(t), 1.0);
+    EXPECT_LT(seconds_since(t), scaled(1.0));
     EXPECT_NE(r.json_body()["error"]["message"].get<std::string>().find("--max-body"), std::string::npos);
   }
 }
@@ -356,9 +358,9 @@ TEST_F(HttpHardening, ConnectionsOverTheCapGetAQuick503AndProbesStillAnswer) {
   extra.send("GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
   Reply r = extra.read_response(2);
   ASSERT_EQ(r.status, 503);
-  EXPECT_LT(seconds_since(t), 1.0);
+  EXPECT_LT(seconds_since(t), scaled(1.0));
   EXPECT_TRUE(r.json_body().contains("error"));
-  EXPECT_TRUE(extra.closed_by_server(3));
+  EXPECT_TRUE(extra.closed_by_server(scaled(3)));
   // The probes still answer with the table full (a liveness probe must not fail for a busy server).
   for (const char* probe : {"/livez", "/health", "/readyz", "/metrics"}) {
     RawConn p(server_->port());
@@ -369,7 +371,7 @@ TEST_F(HttpHardening, ConnectionsOverTheCapGetAQuick503AndProbesStillAnswer) {
   }
   // A silent connection past the cap holds a probe slot for 2 s at most.
   RawConn silent(server_->port());
-  EXPECT_TRUE(silent.closed_by_server(4));
+  EXPECT_TRUE(silent.closed_by_server(scaled(4)));
   held.clear();
   EXPECT_TRUE(wait_for([&] { return get("/health").status == 200; }, 5));
 }
@@ -444,7 +446,7 @@ TEST_F(HttpHardening, HostExpectAndMethodAreCheckedAsTheRfcsSay) {
     const auto t0 = Clock::now();
     c.send("POST /api/chat HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n2\n{}\n0\n\n");
     EXPECT_EQ(c.read_response(5).status, 400);
-    EXPECT_LT(seconds_since(t0), 2.0);
+    EXPECT_LT(seconds_since(t0), scaled(2.0));
   }
   Reply trace = status("TRACE /health HTTP/1.1\r\n" + h);
   EXPECT_EQ(trace.status, 405);
@@ -516,10 +518,10 @@ TEST_F(HttpHardening, AClientThatStopsReadingIsNotBufferedForever) {
   const std::string body = chat_body("hi", 64, true).dump();
   c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: " + host() + "\r\nContent-Type: application/json\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\n\r\n" + body);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::this_thread::sleep_for(scaled_ms(500));  // the answer fills the socket's buffers
   const auto t = Clock::now();
   EXPECT_EQ(get("/health").status, 200);
-  EXPECT_LT(seconds_since(t), 1.0);
+  EXPECT_LT(seconds_since(t), scaled(1.0));
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include "model/hub_digest.h"
 #include "model/test_model.h"
 #include "test_paths.h"
+#include "test_timing.h"
 #include "util/file.h"
 
 namespace qvl {
@@ -117,9 +118,10 @@ Proc spawn(const std::vector<std::string>& argv, const std::map<std::string, std
   return {pid, stdout_file.empty() ? fds[0] : -1};
 }
 
-// Waits for a child for at most `seconds`; kills it past that. Returns the exit status (-1: killed, timed out).
+// Waits for a child for at most `seconds` (at Release speed: scaled here); kills it past that. Returns the exit
+// status (-1: killed, timed out).
 int wait_for(pid_t pid, double seconds) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+  const auto deadline = test::deadline_in(seconds);
   for (;;) {
     int st = 0;
     if (::waitpid(pid, &st, WNOHANG) == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -396,7 +398,7 @@ TEST(HubHf, ResumesAfterTheProcessIsKilled) {
     const std::string d = fresh_dir("cli");
     std::vector<std::string> argv = {QVL_BINARY, "pull", kRepo};
     Proc p = spawn(argv, pull_env(slow, cache), d + "/out", d + "/err");
-    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    const auto deadline = test::deadline_in(10);
     std::error_code ec;
     while (Clock::now() < deadline) {
       const auto n = fs::file_size(partial, ec);
@@ -514,7 +516,7 @@ TEST(HubHf, ServerErrorIsReportedAfterRetries) {
   EXPECT_NE(dir.status().message().find("500"), std::string::npos) << dir.status().message();
   EXPECT_NE(dir.status().message().find("try again later"), std::string::npos) << dir.status().message();
   EXPECT_EQ(fake.requests().size(), 3u);  // one try and two retries
-  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), test::scaled(5.0));
 }
 
 TEST(HubHf, UnreachableHubExplainsOfflineMode) {
@@ -650,7 +652,7 @@ std::pair<int, std::string> http_get(int port, const std::string& path) {
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{2, 0};
+  const timeval tv = test::scaled_timeval(2);
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     ::close(fd);
@@ -688,7 +690,7 @@ TEST(HubHf, ServeDownloadsInTheBackgroundAndHealthSaysHowFar) {
                  pull_env(slow, cache), d + "/out", d + "/err");
   bool saw_downloading = false, ready = false;
   double last_progress = -1;
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  const auto deadline = test::deadline_in(60);
   while (Clock::now() < deadline) {
     auto [status, body] = http_get(port, "/health");
     if (status == 503 && body.find("\"downloading\"") != std::string::npos) {

@@ -16,6 +16,7 @@
 #include "engine/sampler.h"
 #include "engine/stop.h"
 #include "test_paths.h"
+#include "test_timing.h"
 #include "util/file.h"
 
 namespace qvl {
@@ -424,7 +425,7 @@ TEST(Sampler, LargeVocabularyDefaultsAreQuick) {
     }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 50;
     RecordProperty("ms_per_token_k" + std::to_string(p.top_k), std::to_string(ms));
-    EXPECT_LT(ms, 250.0);
+    EXPECT_LT(ms, test::scaled(250.0));
   }
 }
 

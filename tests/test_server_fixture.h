@@ -22,6 +22,7 @@
 #include "server/image_input.h"
 #include "server/server.h"
 #include "test_paths.h"
+#include "test_timing.h"
 #include "util/file.h"
 
 namespace qvl::test {
@@ -93,7 +94,7 @@ inline server::ServerOptions test_options() {
   o.parallel = 2;
   o.queue = 4;
   o.context = 1024;
-  o.timeout_s = 120;
+  o.timeout_s = scaled(120);
   return o;
 }
 
@@ -129,8 +130,9 @@ class ServerTest : public ::testing::Test {
     }
   }
 
+  // Polls `done` until it holds or `seconds` (at Release speed: scaled here) pass.
   static bool wait_for(const std::function<bool()>& done, double seconds) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+    const auto deadline = deadline_in(seconds);
     while (!done()) {
       if (std::chrono::steady_clock::now() > deadline) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -138,11 +140,12 @@ class ServerTest : public ::testing::Test {
     return true;
   }
 
-  std::unique_ptr<httplib::Client> client(int read_timeout_s = 60) const {
+  // A client of the server; its timeouts are at Release speed, scaled here.
+  std::unique_ptr<httplib::Client> client(double read_timeout_s = 60) const {
     auto c = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
-    c->set_read_timeout(read_timeout_s, 0);
-    c->set_write_timeout(10, 0);
-    c->set_connection_timeout(5, 0);
+    c->set_read_timeout(scaled_ms(read_timeout_s * 1000));
+    c->set_write_timeout(scaled_ms(10'000));
+    c->set_connection_timeout(scaled_ms(5'000));
     return c;
   }
 

@@ -83,7 +83,7 @@ TEST_F(ServerSched, DisconnectWithoutStreamingFreesTheSlot) {
   server::ServerOptions o = test_options();
   o.parallel = 1;
   start(o);
-  auto c = client(/*read_timeout_s=*/1);  // gives up after a second and closes the connection
+  auto c = client(/*read_timeout_s=*/1);  // gives up after a (scaled) second and closes the connection
   auto r = c->Post("/v1/chat/completions", chat_body("a long answer", 900).dump(), "application/json");
   EXPECT_FALSE(r);
   c.reset();
@@ -178,7 +178,7 @@ TEST_F(ServerSched, ShutdownLetsRunningStreamsFinish) {
     });
   });
   first_piece.get_future().wait();
-  auto stopping = std::async(std::launch::async, [&] { server_->shutdown(30); });
+  auto stopping = std::async(std::launch::async, [&] { server_->shutdown(scaled(30)); });
   ASSERT_TRUE(wait_for([&] { return get("/health").status != 200; }, 5));
   Reply late = post("/v1/chat/completions", chat_body("too late", 2));
   EXPECT_TRUE(late.status == 503 || late.status == -1) << late.status;
@@ -203,7 +203,7 @@ TEST_F(ServerSched, ShutdownGraceRunsOutAndCancels) {
   first_piece.get_future().wait();
   const auto t0 = std::chrono::steady_clock::now();
   server_->shutdown(0.3);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(8));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, scaled_ms(8000));
   Reply r = stream.get();
   std::vector<std::string> events = sse_events(r.body);
   ASSERT_GE(events.size(), 2u);

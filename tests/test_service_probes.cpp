@@ -57,7 +57,7 @@ TEST_F(ServiceProbes, ReadinessFollowsLoadingAndDraining) {
   });
   first_piece.get_future().wait();
   EXPECT_EQ(metric(get("/metrics").body, "qvl_requests_running"), 1);
-  auto stopping = std::async(std::launch::async, [&] { server_->shutdown(30); });
+  auto stopping = std::async(std::launch::async, [&] { server_->shutdown(scaled(30)); });
   ASSERT_TRUE(wait_for([&] { return get("/readyz").status == 503; }, 5));
   Reply draining = get("/readyz");
   if (draining.status == 503) {

@@ -26,6 +26,9 @@ import zlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 IMAGES = ROOT / "tests" / "data" / "images"
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, str(ROOT / "tests"))
+from timing import scaled  # noqa: E402  (tests/timing.py: every timeout below is at Release speed)
 MAX_BODY = 1 << 20          # the server runs with --max-body 1 MiB
 RSS_BOUND_MB = 700          # over the RSS after start-up
 
@@ -101,6 +104,8 @@ def read_reply(sock, timeout):
 
 
 def send_raw(port, raw, timeout=30, half_close=False):
+    """Sends `raw` and reads the reply, waiting up to `timeout` seconds at Release speed (scaled here)."""
+    timeout = scaled(timeout)
     try:
         conn = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     except OSError as e:
@@ -474,7 +479,7 @@ def slow_group(port, health):
     # Slowloris: 40 connections dripping header bytes while /health must answer under a second.
     socks = []
     for _ in range(40):
-        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s = socket.create_connection(("127.0.0.1", port), timeout=scaled(5))
         s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         socks.append(s)
     worst = 0.0
@@ -487,7 +492,7 @@ def slow_group(port, health):
         t = time.monotonic()
         ok = health()
         worst = max(worst, time.monotonic() - t)
-        results.append(("slowloris /health", ok and worst < 1.0, f"{worst:.2f} s"))
+        results.append(("slowloris /health", ok and worst < scaled(1.0), f"{worst:.2f} s"))
         time.sleep(1)
     for s in socks:
         s.close()
@@ -498,22 +503,22 @@ def slow_group(port, health):
         results.append((f"half-closed body #{n}", r.dropped or (400 <= r.status < 500 and r.status != 404), f"{r.status} {r.error}"))
     # Connect and go.
     for _ in range(20):
-        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        socket.create_connection(("127.0.0.1", port), timeout=scaled(5)).close()
     results.append(("connect and close x20", health(), ""))
     # Disconnect mid-stream: start streams and drop them after the first bytes.
     for n in range(5):
-        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s = socket.create_connection(("127.0.0.1", port), timeout=scaled(30))
         body = js({"model": "x", "stream": True, "max_tokens": 200,
                    "messages": [{"role": "user", "content": "tell me a story"}]})
         s.sendall(request("POST", "/v1/chat/completions", body, JSON, port))
-        s.settimeout(30)
+        s.settimeout(scaled(30))
         try:
             s.recv(100)
         except OSError:
             pass
         s.close()
     t = time.monotonic()
-    while time.monotonic() - t < 30:
+    while time.monotonic() - t < scaled(30):
         st, b = get(port, "/health")
         if st == 200 and b.get("slots", {}).get("busy", 0) == 0:
             break
@@ -561,7 +566,7 @@ def pixel_group(port, pid):
         + [{"type": "text", "text": "what?"}]}]}
     before = hwm_mb(pid)
     t0 = time.monotonic()
-    r = send_raw(port, request("POST", "/v1/chat/completions", js(body), JSON, port), timeout=120)
+    r = send_raw(port, request("POST", "/v1/chat/completions", js(body), JSON, port), timeout=scaled(120))
     grew = hwm_mb(pid) - before
     print(f"pixels: six 10000x10000 PNGs at detail low: status {r.status} in {time.monotonic() - t0:.1f} s; "
           f"peak RSS grew by {grew:.0f} MB")
@@ -597,10 +602,10 @@ def main():
         port = s.getsockname()[1]
     log = tempfile.NamedTemporaryFile(prefix="qvl-attack-", suffix=".log", delete=False)
     proc = subprocess.Popen([args.binary, "serve", "--demo", "--model-files", args.model_files, "--port", str(port),
-                             "--threads", "1", "--max-body", str(MAX_BODY), "--ctx", "1024", "--timeout", "60",
+                             "--threads", "1", "--max-body", str(MAX_BODY), "--ctx", "1024", "--timeout", str(round(scaled(60))),
                              "--quiet"], stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + scaled(120)
         while time.monotonic() < deadline and get(port, "/health")[0] != 200:
             if proc.poll() is not None:
                 sys.exit(f"qvl serve exited with {proc.returncode}: {pathlib.Path(log.name).read_text()}")
@@ -619,7 +624,7 @@ def main():
             for _, name, raw, kind, opt in grows:
                 r = send_raw(port, raw, timeout=opt.get("timeout", 30))
                 if r.dropped:
-                    time.sleep(0.3)  # a crash takes a moment to be seen
+                    time.sleep(scaled(0.3))  # a crash takes a moment to be seen
                 why = judge("valid" if kind == "valid" else "error", r)
                 key = "dropped" if r.dropped else str(r.status)
                 outcomes[key] = outcomes.get(key, 0) + 1
@@ -658,7 +663,7 @@ def main():
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=scaled(20))
         except subprocess.TimeoutExpired:
             proc.kill()
         os.unlink(log.name)

@@ -30,6 +30,9 @@ import urllib.error
 import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from timing import scaled  # noqa: E402  (tests/timing.py: every timeout here is at Release speed)
 DOCKERFILE = os.path.join(ROOT, "deploy", "container", "Dockerfile")
 failures = []
 
@@ -167,7 +170,7 @@ class Image:
         e = dict(self.env)
         e.update(env or {})
         return subprocess.run(["chroot", f"--userspec={uid}:{gid}", self.rootfs] + argv, env=e, capture_output=True,
-                              text=True, timeout=30)
+                              text=True, timeout=scaled(30))
 
 
 def free_port():
@@ -179,7 +182,7 @@ def free_port():
 def http(port, path, body=None, headers=None, timeout=10):
     req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body, headers=headers or {})
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        with urllib.request.urlopen(req, timeout=scaled(timeout)) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
@@ -188,7 +191,7 @@ def http(port, path, body=None, headers=None, timeout=10):
 
 
 def wait_for(cond, seconds):
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + scaled(seconds)
     while time.monotonic() < deadline:
         if cond():
             return True
@@ -277,7 +280,7 @@ def main():
         with open(log, "w") as f:
             p = image.start(env={"QVL_PORT": str(port), "HF_HUB_OFFLINE": "1"}, log=f)
             procs.append(p)
-            rc = p.wait(timeout=60)
+            rc = p.wait(timeout=scaled(60))
         out = read(log)
         check(rc != 0, "offline without a cached model, qvl serve should exit with an error")
         check("listening on 127.0.0.1 inside the container" in out, f"no 127.0.0.1 notice without a key:\n{out}")
@@ -306,7 +309,7 @@ def main():
             code, body = http(port, "/v1/chat/completions", chat, {"Content-Type": "application/json"})
             check(code == 200, f"chat through the image: {code} {body[:200]}")
             p.send_signal(getattr(signal, image.stopsignal))
-            rc = p.wait(timeout=60)
+            rc = p.wait(timeout=scaled(60))
         out = read(log)
         check(rc == 0 and "stopped" in out, f"after {image.stopsignal}: exit {rc}:\n{out[-800:]}")
         check(f"listening on http://127.0.0.1:{port}" in out, f"without a key it must listen on 127.0.0.1:\n{out}")
@@ -330,7 +333,7 @@ def main():
                            {"Content-Type": "application/json", "Authorization": "Bearer k3y"})
             check(code == 200, f"with the key: {code}, expected 200")
             p.send_signal(signal.SIGTERM)
-            p.wait(timeout=60)
+            p.wait(timeout=scaled(60))
         out = read(log)
         check(f"listening on http://0.0.0.0:{port}" in out, f"with a key it should listen on 0.0.0.0:\n{out}")
         check("1 thread: 1 physical core among the 1 CPU" in out, f"one CPU in the cpuset should give one thread:\n{out}")

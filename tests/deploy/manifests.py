@@ -27,6 +27,9 @@ import kubernetes_validate
 import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from timing import scaled  # noqa: E402  (tests/timing.py: every timeout here is at Release speed)
 DEPLOY = os.path.join(ROOT, "deploy")
 K8S_VERSIONS = ["1.37.0", "1.31.0"]
 failures = []
@@ -197,7 +200,7 @@ def check_readiness_contract(qvl, probe_paths, metric):
         path = os.path.join(d, "notify")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         sock.bind(path)
-        sock.settimeout(120)
+        sock.settimeout(scaled(120))
         env = dict(os.environ, NOTIFY_SOCKET=path)
         p = subprocess.Popen([qvl, "serve", "--demo", "--port", str(port), "--quiet"], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -209,7 +212,7 @@ def check_readiness_contract(qvl, probe_paths, metric):
 
             def status(p_):
                 try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}{p_}", timeout=5) as r:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}{p_}", timeout=scaled(5)) as r:
                         return r.status, r.read().decode()
                 except urllib.error.HTTPError as e:
                     return e.code, e.read().decode()
@@ -221,11 +224,11 @@ def check_readiness_contract(qvl, probe_paths, metric):
             p.send_signal(signal.SIGTERM)
             got = sock.recv(4096).decode()
             check(got.startswith("STOPPING=1"), f"after SIGTERM: {got!r}, expected STOPPING=1")
-            rc = p.wait(timeout=60)
+            rc = p.wait(timeout=scaled(60))
             check(rc == 0, f"qvl serve exited {rc} after SIGTERM: {p.stderr.read()[-500:]}")
             print(f"manifests: notifications {got!r} after SIGTERM; exit {rc}")
         except socket.timeout:
-            failures.append("no READY=1/STOPPING=1 on NOTIFY_SOCKET within 120 s")
+            failures.append(f"no READY=1/STOPPING=1 on NOTIFY_SOCKET within {scaled(120):.0f} s")
         finally:
             if p.poll() is None:
                 p.kill()

@@ -27,6 +27,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from timing import scaled  # noqa: E402  (tests/timing.py: every timeout here is at Release speed)
 REQUESTS = 60
 CONCURRENCY = 24
 
@@ -38,7 +41,7 @@ def free_port():
 
 
 def get(port, path, timeout=5):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=scaled(timeout))
     try:
         c.request("GET", path)
         r = c.getresponse()
@@ -59,6 +62,7 @@ def metric(port, name):
 
 
 def wait_until(check, seconds, what):
+    seconds = scaled(seconds)
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
@@ -67,7 +71,7 @@ def wait_until(check, seconds, what):
         except OSError:
             pass
         time.sleep(0.1)
-    raise SystemExit(f"nginx_failover: timed out after {seconds} s waiting for {what}")
+    raise SystemExit(f"nginx_failover: timed out after {seconds:.0f} s waiting for {what}")
 
 
 def nginx_config(work, port, replicas):
@@ -118,7 +122,7 @@ def one_request(port, i, stream, max_tokens):
         "max_tokens": max_tokens, "stream": stream, "temperature": 0,
     })
     out = {"id": i, "stream": stream, "status": None, "bytes": 0, "outcome": "failed", "detail": ""}
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=scaled(120))
     try:
         c.request("POST", "/v1/chat/completions", body=body,
                   headers={"Content-Type": "application/json", "X-Test-Id": str(i)})
@@ -183,7 +187,7 @@ def main():
             logs[name] = open(os.path.join(work, f"replica-{name}.log"), "w")
             procs[name] = subprocess.Popen(
                 [args.qvl, "serve", "--demo", "--port", str(p), "--threads", "1", "--parallel", "4",
-                 "--queue", "64", "--shutdown-grace", "60"],
+                 "--queue", "64", "--shutdown-grace", str(round(scaled(60)))],
                 stdout=logs[name], stderr=subprocess.STDOUT)
         for name, p in ports.items():
             wait_until(lambda p=p: get(p, "/readyz")[0] == 200, 120, f"replica {name} ready")
@@ -209,12 +213,12 @@ def main():
             t_kill = time.monotonic()
             time.sleep(0.3)
             procs["B"].send_signal(signal.SIGTERM)
-            results = [j.result(timeout=300) for j in jobs]
-        b_rc = procs["B"].wait(timeout=90)
+            results = [j.result(timeout=scaled(300)) for j in jobs]
+        b_rc = procs["B"].wait(timeout=scaled(90))
         elapsed = time.monotonic() - t_kill
 
         nginx.send_signal(signal.SIGQUIT)  # graceful: flushes the access log
-        nginx.wait(timeout=10)
+        nginx.wait(timeout=scaled(10))
         upstream_of = {}
         with open(os.path.join(work, "access.log")) as f:
             for line in f:

@@ -4,6 +4,7 @@ The binary and the model's files come from the environment (CTest sets both):
   QVL_BINARY            the built qvl (default: build/qvl)
   QVL_MODEL_FILES_DIR   the checkpoint's config and tokenizer files (default: models/qwen3-vl-2b-instruct)
   QVL_TEST_OUTPUT_DIR   where the browser test writes its screenshots (default: build/python-tests)
+Every timeout and wait goes through scaled() (tests/timing.py: QVL_TEST_TIME_SCALE on a slow machine).
 """
 import base64
 import contextlib
@@ -12,6 +13,7 @@ import os
 import pathlib
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -22,6 +24,8 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 IMAGES = ROOT / "tests" / "data" / "images"
+sys.path.insert(0, str(ROOT / "tests"))
+from timing import scaled  # noqa: E402  (tests/timing.py, shared with the attack and deployment tests)
 
 
 def _binary() -> pathlib.Path:
@@ -45,9 +49,9 @@ def _free_port() -> int:
 
 
 def get_json(url: str, timeout: float = 5.0):
-    """(status, parsed JSON body or None) of a GET, errors included."""
+    """(status, parsed JSON body or None) of a GET, errors included; `timeout` at Release speed, scaled here."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
+        with urllib.request.urlopen(url, timeout=scaled(timeout)) as r:
             return r.status, json.loads(r.read() or b"null")
     except urllib.error.HTTPError as e:
         body = e.read()
@@ -79,7 +83,7 @@ def run_server(*extra_args: str, api_key: str | None = None):
                  *args],
                 stdout=out, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + scaled(120)
         status, body = 0, None
         while time.monotonic() < deadline and proc.poll() is None:
             try:
@@ -101,7 +105,7 @@ def run_server(*extra_args: str, api_key: str | None = None):
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=scaled(20))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

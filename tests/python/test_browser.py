@@ -18,7 +18,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from conftest import IMAGES, get_json, run_server
+from conftest import IMAGES, get_json, run_server, scaled
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -45,13 +45,14 @@ def driver():
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     d = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
-    d.set_script_timeout(30)
+    d.set_script_timeout(scaled(30))
     yield d
     d.quit()
 
 
 def wait(d, what, timeout=30, message=""):
-    return WebDriverWait(d, timeout, poll_frequency=0.05).until(lambda _: what(), message)
+    """Polls `what` until it is truthy, for `timeout` seconds at Release speed (scaled here)."""
+    return WebDriverWait(d, scaled(timeout), poll_frequency=0.05).until(lambda _: what(), message)
 
 
 def open_page(d, url):
@@ -129,7 +130,7 @@ def test_attach_ask_stream_and_stop(driver, server, output_dir):
     content = answer.find_element(By.CSS_SELECTOR, ".content")
     # Streamed: the visible text grows over several observations while the request runs.
     seen = []
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     while len(seen) < 3 and time.monotonic() < deadline and state_of(answer) == "streaming":
         text = content.text
         if text and "Waiting" not in text and "Reading" not in text and (not seen or len(text) > len(seen[-1])):
@@ -149,8 +150,8 @@ def test_attach_ask_stream_and_stop(driver, server, output_dir):
     # The image went up scaled to the low setting (at most 262144 pixels), as a JPEG data: URI.
     sent = driver.execute_script("return qvl.state.history[0].content")
     assert sent[0]["type"] == "image_url" and sent[0]["image_url"]["url"].startswith("data:image/jpeg;base64,")
-    scaled = Image.open(io.BytesIO(base64.b64decode(sent[0]["image_url"]["url"].split(",", 1)[1])))
-    assert scaled.width * scaled.height <= 262144 and scaled.width == 591, scaled.size
+    shrunk = Image.open(io.BytesIO(base64.b64decode(sent[0]["image_url"]["url"].split(",", 1)[1])))
+    assert shrunk.width * shrunk.height <= 262144 and shrunk.width == 591, shrunk.size
     assert sent[1] == {"type": "text", "text": "What is in this picture? Describe it in detail."}
     assert driver.execute_script("return qvl.state.history[1].role") == "assistant"
 
@@ -275,7 +276,7 @@ def test_model_output_cannot_inject_markup(driver, server, payload, literal):
     assert r["bad"] == 0 and r["handlers"] == [], r
     assert all(h.startswith(("https://", "http://", "mailto:")) for h in r["links"]), r
     assert literal in r["text"], r
-    time.sleep(0.05)
+    time.sleep(scaled(0.05))
     assert driver.execute_script("return window.__pwned") is None
 
 
@@ -406,13 +407,13 @@ def test_error_messages_for_missing_key_bad_image_and_busy(driver):
         driver.find_element(By.CSS_SELECTOR, "#attachments .thumb .remove").click()
 
         # Busy: another client holds the only slot and the queue has no places: 503, said plainly.
-        client = openai.OpenAI(base_url=s.url + "/v1", api_key="page-key", max_retries=0, timeout=60)
+        client = openai.OpenAI(base_url=s.url + "/v1", api_key="page-key", max_retries=0, timeout=scaled(60))
         stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "go on"}],
                                                 max_tokens=3000, stream=True)
         first = threading.Event()
         holder = threading.Thread(target=lambda: (next(iter(stream)), first.set()), daemon=True)
         holder.start()
-        assert first.wait(30)
+        assert first.wait(scaled(30))
         try:
             driver.find_element(By.ID, "send").click()
             wait(driver, lambda: len(driver.find_elements(By.CSS_SELECTOR, ".msg.assistant")) == 3)

@@ -9,11 +9,11 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import IMAGES, ROOT, _binary, _model_files
+from conftest import IMAGES, ROOT, _binary, _model_files, scaled
 
 
 def run(*args, check=True):
-    r = subprocess.run([str(_binary()), *args], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([str(_binary()), *args], capture_output=True, text=True, timeout=scaled(300))
     if check and r.returncode != 0:
         raise AssertionError(f"qvl {' '.join(args)} failed ({r.returncode}):\n{r.stderr}")
     return r
@@ -25,7 +25,7 @@ def models(tmp_path_factory):
     run("make-test-model", "--preset", "tiny", "--seed", "1", "--out", str(d / "tiny"), "--model-files", str(_model_files()))
     for t in ("f32", "q8_0"):
         subprocess.run([sys.executable, str(ROOT / "tools" / "gguf_convert.py"), str(d / "tiny"), str(d / t), "--outtype", t],
-                       check=True, capture_output=True, timeout=300)
+                       check=True, capture_output=True, timeout=scaled(300))
     return d
 
 

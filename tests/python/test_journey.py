@@ -17,12 +17,13 @@ import time
 import pytest
 
 from conftest import IMAGES, ROOT, _free_port, get_json
+from timing import scaled
 
 BUILD = os.environ.get("QVL_BUILD_DIR")
 pytestmark = pytest.mark.skipif(not BUILD, reason="QVL_BUILD_DIR (the build folder to install from) is not set")
 
 
-def sh(*args, cwd=None, env=None, timeout=600):
+def sh(*args, cwd=None, env=None, timeout=scaled(600)):
     r = subprocess.run([str(a) for a in args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
     assert r.returncode == 0, f"{' '.join(map(str, args))} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
     return r
@@ -35,7 +36,7 @@ def serve(qvl, model, env, log, cwd):
     proc = subprocess.Popen([str(qvl), "serve", "--model", model, "--port", str(port), "--threads", "1"],
                             stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + scaled(180)
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise AssertionError(f"qvl serve exited with {proc.returncode}:\n{log.read_text()}")
@@ -52,7 +53,7 @@ def serve(qvl, model, env, log, cwd):
 
 def stop(proc, log):
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 0, log.read_text()
+    assert proc.wait(timeout=scaled(60)) == 0, log.read_text()
 
 
 def ask_streamed(url):
@@ -112,7 +113,7 @@ def test_installed_binary_serves_a_gguf_from_the_hub_then_offline(tmp_path):
             stop(proc, log)
     finally:
         hub.terminate()
-        hub.wait(timeout=30)
+        hub.wait(timeout=scaled(30))
 
     # Offline, the hub gone: the cached snapshot serves at once.
     env["HF_HUB_OFFLINE"] = "1"

@@ -4,10 +4,12 @@ import ollama
 import pydantic
 import pytest
 
+from conftest import scaled
+
 
 @pytest.fixture(scope="module")
 def client(server):
-    return ollama.Client(host=server.url, timeout=120)
+    return ollama.Client(host=server.url, timeout=scaled(120))
 
 
 def test_list_and_show(client, server):

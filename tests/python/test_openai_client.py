@@ -7,12 +7,12 @@ import openai
 import pydantic
 import pytest
 
-from conftest import run_server
+from conftest import run_server, scaled
 
 
 @pytest.fixture(scope="module")
 def client(server):
-    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=scaled(120))
 
 
 def image_message(uri: str, text: str) -> dict:
@@ -175,9 +175,9 @@ def test_unknown_model_raises_not_found(client):
 
 def test_api_key_required_raises_authentication_error():
     with run_server(api_key="sekrit") as s:
-        wrong = openai.OpenAI(base_url=s.url + "/v1", api_key="wrong", max_retries=0, timeout=60)
+        wrong = openai.OpenAI(base_url=s.url + "/v1", api_key="wrong", max_retries=0, timeout=scaled(60))
         with pytest.raises(openai.AuthenticationError) as e:
             wrong.models.list()
         assert e.value.status_code == 401
-        right = openai.OpenAI(base_url=s.url + "/v1", api_key="sekrit", max_retries=0, timeout=60)
+        right = openai.OpenAI(base_url=s.url + "/v1", api_key="sekrit", max_retries=0, timeout=scaled(60))
         assert [m.id for m in right.models.list().data] == [s.model]
