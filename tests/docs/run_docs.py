@@ -243,9 +243,13 @@ def venv_python():
     if not (venv / "bin" / "python").exists() or not stamp_file.exists() or stamp_file.read_text().strip() != stamp:
         print(f"run_docs: creating the venv in {venv} from {req.relative_to(ROOT)}", flush=True)
         shutil.rmtree(venv, ignore_errors=True)
-        subprocess.run([base, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        "--no-input", "-r", str(req)], check=True)
+        try:
+            subprocess.run([base, "-m", "venv", str(venv)], check=True)
+            subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                            "--disable-pip-version-check", "--no-input", "-r", str(req)], check=True)
+        except subprocess.CalledProcessError as e:
+            raise SystemExit(f"run_docs: could not build the venv in {venv} ({e}); pip needs PyPI, or a mirror "
+                             "in PIP_INDEX_URL, and python3-venv (scripts/test installs it)")
         stamp_file.write_text(stamp + "\n")
     return str(venv / "bin" / "python")
 
