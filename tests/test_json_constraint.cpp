@@ -174,6 +174,14 @@ TEST(JsonAcceptor, NoDeadEndsAndNothingParsersRefuse) {
   EXPECT_FALSE(JsonAcceptor(a).feed('e'));
   EXPECT_TRUE(JsonAcceptor(a).feed('1'));
   EXPECT_TRUE(a.accepting());
+  // Integers: at most what 64 bits hold, so a parser still reads an integer.
+  const auto integer = compile(R"({"type":"integer"})");
+  for (const std::string ok : {std::string(JsonGrammar::kMaxIntegerChars, '9'), "-" + std::string(JsonGrammar::kMaxIntegerChars - 1, '9')}) {
+    EXPECT_TRUE(accepts(integer, ok)) << ok;
+    EXPECT_TRUE(json::parse(ok).is_number_integer()) << ok;
+  }
+  EXPECT_FALSE(accepts(integer, std::string(JsonGrammar::kMaxIntegerChars + 1, '1')));
+  EXPECT_FALSE(json::parse(std::string(JsonGrammar::kMaxIntegerChars + 1, '9')).is_number_integer());
   // Surrogates: a pair is one character; a lone half is refused where it becomes certain.
   const auto str = compile(R"({"type":"string","maxLength":1})");
   EXPECT_TRUE(accepts(str, R"("\ud83d\ude00")"));

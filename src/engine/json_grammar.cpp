@@ -641,9 +641,11 @@ bool JsonAcceptor::feed_number(uint8_t c) {
     case 8: next = is_digit(c) && f.aux < kMaxExponentDigits ? 8 : -1; break;
   }
   if (next >= 0) {
-    // Within kMaxNumberChars, with room left for the digit that '-', '.', 'e' or a sign must be followed by.
+    // Within kMaxNumberChars (kMaxIntegerChars), with room left for the digit that '-', '.', 'e' or a sign
+    // must be followed by.
     const bool needs_digit = next == 1 || next == 4 || next == 6 || next == 7;
-    if (f.pos + 1 + (needs_digit ? 1 : 0) > JsonGrammar::kMaxNumberChars) return false;
+    const int most = integer ? JsonGrammar::kMaxIntegerChars : JsonGrammar::kMaxNumberChars;
+    if (f.pos + 1 + (needs_digit ? 1 : 0) > most) return false;
     Frame& m = mut(top);
     m.phase = static_cast<uint8_t>(next);
     ++m.pos;

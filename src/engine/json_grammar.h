@@ -14,8 +14,9 @@
 // begin alike. The any-JSON-object mode (`json_object`, Ollama's "json") takes any keys and any values.
 //
 // Termination with any model (even random weights): whitespace runs are at most kMaxWhitespace bytes,
-// numbers at most kMaxNumberChars characters (exponents two digits: every number fits a double), nesting at most kMaxDepth levels; strings end where the
-// model closes them or at maxLength.
+// numbers at most kMaxNumberChars characters (exponents two digits: every number fits a double; integers
+// kMaxIntegerChars: every one fits 64 bits), nesting at most kMaxDepth levels; strings end where the model
+// closes them or at maxLength.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +59,9 @@ class JsonGrammar {
   static constexpr int kMaxDepth = 32;
   static constexpr int kMaxWhitespace = 8;
   static constexpr int kMaxNumberChars = 24;
+  // '-' and 18 digits fit int64, 19 digits uint64: nlohmann's parser (and so the tool-call parser) reads a
+  // longer integer as a double, 1.1111111111155555e+23, which is no longer an integer.
+  static constexpr int kMaxIntegerChars = 19;
   static constexpr int kMaxProperties = 64;
   static constexpr int kMaxLiterals = 64;
 
