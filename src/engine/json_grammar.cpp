@@ -1,7 +1,8 @@
 // The schema compiler and the byte-level acceptor of json_grammar.h.
 //
 // Frames and their phases:
-//   kValue  a value of `node` is due; leading whitespace, then its first byte starts the concrete frame
+//   kValue  a value of `node` is due; whitespace (none before the root value), then its first byte starts
+//           the concrete frame
 //   kObj    0 after '{'   1 in a key   2 after the key   3 reading the value   4 after the value   5 after ','
 //   kArr    0 after '['   1 after an item   2 after ','   3 reading an item
 //   kStr    0 content     1 after '\'   2 in \uXXXX (aux: digits read, pos: the value)   3, 4, 5: the
@@ -11,6 +12,8 @@
 //           (aux: exponent digits, at most 2)
 //   kLit    seen: the literals still matching, pos: bytes matched
 // A number or literal ends at the first byte that cannot continue it, which then goes to the parent.
+// A frame's ws is the whitespace of the gap it is at: 0 none, kWsSpace one space, else a newline and ws - 1
+// bytes of indentation (spaces and tabs).
 #include "engine/json_grammar.h"
 
 #include <bitset>
@@ -44,7 +47,10 @@ void add_builtin_nodes(std::vector<JsonNode>& nodes) {
 // nlohmann's refuse 1e400; JavaScript and Python would read infinity).
 constexpr int kMaxExponentDigits = 2;
 
-bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+// Frame::ws after the one space a gap may hold; a newline and k bytes of indentation are 1 + k.
+constexpr uint8_t kWsSpace = 0xFF;
+static_assert(1 + JsonGrammar::kIndentPerLevel * JsonGrammar::kMaxDepth < kWsSpace);
+
 bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
@@ -401,11 +407,17 @@ void JsonAcceptor::undo_to(size_t mark) {
   }
 }
 
+// A gap holds nothing, one space, or a newline and at most kIndentPerLevel spaces and tabs per frame open:
+// the gaps of the container at stack index i are at nesting level i + 1 (its closing bracket at i, a value
+// after ':' at i - 1: both given room to spare).
 bool JsonAcceptor::whitespace(int i, uint8_t c) {
-  if (!is_ws(c)) return false;
-  Frame& f = stack_[static_cast<size_t>(i)];
-  if (f.ws >= JsonGrammar::kMaxWhitespace) return false;
-  mut(i).ws = static_cast<uint8_t>(f.ws + 1);
+  const uint8_t ws = stack_[static_cast<size_t>(i)].ws;
+  uint8_t next = 0;
+  if (ws == 0) next = c == ' ' ? kWsSpace : c == '\n' ? 1 : 0;
+  else if (ws != kWsSpace && ws <= JsonGrammar::kIndentPerLevel * (i + 1) && (c == ' ' || c == '\t'))
+    next = static_cast<uint8_t>(ws + 1);
+  if (next == 0) return false;
+  mut(i).ws = next;
   return true;
 }
 
@@ -443,7 +455,8 @@ bool JsonAcceptor::feed_top(uint8_t c) {
   Frame& f = stack_[static_cast<size_t>(top)];
   switch (f.kind) {
     case kValue: {
-      if (whitespace(top, c)) return true;
+      // Not before the root value: the text before it (the assistant header, "<tool_call>\n") ends a line.
+      if (top > 0 && whitespace(top, c)) return true;
       const int32_t node = f.node;
       set_n(top);  // the concrete frame replaces it
       return start_value(node, c);
@@ -641,9 +654,11 @@ bool JsonAcceptor::feed_number(uint8_t c) {
     case 8: next = is_digit(c) && f.aux < kMaxExponentDigits ? 8 : -1; break;
   }
   if (next >= 0) {
-    // Within kMaxNumberChars, with room left for the digit that '-', '.', 'e' or a sign must be followed by.
+    // Within kMaxNumberChars (kMaxIntegerChars), with room left for the digit that '-', '.', 'e' or a sign
+    // must be followed by.
     const bool needs_digit = next == 1 || next == 4 || next == 6 || next == 7;
-    if (f.pos + 1 + (needs_digit ? 1 : 0) > JsonGrammar::kMaxNumberChars) return false;
+    const int most = integer ? JsonGrammar::kMaxIntegerChars : JsonGrammar::kMaxNumberChars;
+    if (f.pos + 1 + (needs_digit ? 1 : 0) > most) return false;
     Frame& m = mut(top);
     m.phase = static_cast<uint8_t>(next);
     ++m.pos;

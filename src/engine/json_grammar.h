@@ -13,9 +13,20 @@
 // `additionalProperties` with a schema or true beside `properties`, recursive `$ref`, and alternatives that
 // begin alike. The any-JSON-object mode (`json_object`, Ollama's "json") takes any keys and any values.
 //
-// Termination with any model (even random weights): whitespace runs are at most kMaxWhitespace bytes,
-// numbers at most kMaxNumberChars characters (exponents two digits: every number fits a double), nesting at most kMaxDepth levels; strings end where the
-// model closes them or at maxLength.
+// Whitespace in the form of llama.cpp's JSON grammars (`ws ::= | " " | "\n" [ \t]{0,20}`): a gap between
+// tokens holds nothing, one space, or one newline and indentation of spaces and tabs; never '\r', never two
+// spaces or two newlines; none before the root value (the text before it, the assistant header or
+// "<tool_call>\n", ends a line) and none after it (the end, or the forced text after it, follows). The
+// indentation is at most kIndentPerLevel bytes per nesting level, where llama.cpp allows 20 at any depth:
+// json.dumps(indent=4), nlohmann's dump(4) and tab indentation pass at every depth, while a gap near the
+// root, where most gaps are, holds a few bytes. Sampled at temperature 1 from the random-weight test model
+// (20 seeds), a forced tool call took about 53 tokens on average and a schema answer 35; with a flat 20,
+// 63 and 42; with the earlier rule (any 8 bytes of \t \r \n and spaces per gap), 64 and 43.
+//
+// Termination with any model (even random weights): a gap holds at most 1 + kIndentPerLevel * kMaxDepth
+// bytes, numbers at most kMaxNumberChars characters (exponents two digits: every number fits a double;
+// integers kMaxIntegerChars: every one fits 64 bits), nesting at most kMaxDepth levels; strings end where
+// the model closes them or at maxLength.
 #pragma once
 
 #include <cstdint>
@@ -56,8 +67,11 @@ struct JsonNode {
 class JsonGrammar {
  public:
   static constexpr int kMaxDepth = 32;
-  static constexpr int kMaxWhitespace = 8;
+  static constexpr int kIndentPerLevel = 4;  // json.dumps(indent=4): the widest indentation in common use
   static constexpr int kMaxNumberChars = 24;
+  // '-' and 18 digits fit int64, 19 digits uint64: nlohmann's parser (and so the tool-call parser) reads a
+  // longer integer as a double, 1.1111111111155555e+23, which is no longer an integer.
+  static constexpr int kMaxIntegerChars = 19;
   static constexpr int kMaxProperties = 64;
   static constexpr int kMaxLiterals = 64;
 
@@ -112,7 +126,7 @@ class JsonAcceptor {
     int32_t node = 0;
     uint8_t kind = 0;   // FrameKind
     uint8_t phase = 0;
-    uint8_t ws = 0;     // whitespace bytes in the current run
+    uint8_t ws = 0;     // the whitespace in the current gap (json_grammar.cpp)
     uint8_t aux = 0;    // string: UTF-8 continuation bytes still due; \u digits read
     uint16_t pos = 0;   // object key / literal: bytes matched; number: characters
     int16_t prop = -1;  // object: the property whose value is being read
