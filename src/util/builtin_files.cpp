@@ -19,6 +19,13 @@ extern const size_t kFileCount;
 
 bool is_builtin_path(const std::string& path) { return path.rfind(kBuiltinPrefix, 0) == 0; }
 
+namespace {
+// The built-in file's name in a "builtin:NAME/FILE" path.
+std::string builtin_name(const std::string& path) {
+  return std::filesystem::path(path.substr(std::char_traits<char>::length(kBuiltinPrefix))).lexically_normal().string();
+}
+}  // namespace
+
 std::vector<const BuiltinFile*> builtin_files() {
   std::vector<const BuiltinFile*> out;
   for (size_t i = 0; i < builtin_data::kFileCount; ++i) out.push_back(&builtin_data::kFiles[i]);
@@ -53,9 +60,7 @@ Result<std::string> read_builtin_file(const std::string& name) {
 
 Result<std::string> read_model_file(const std::string& path, uint64_t max_bytes) {
   if (!is_builtin_path(path)) return read_file_text(path, max_bytes);
-  const std::string name = std::filesystem::path(path.substr(std::char_traits<char>::length(kBuiltinPrefix)))
-                               .lexically_normal().string();
-  QVL_ASSIGN_OR_RETURN(std::string text, read_builtin_file(name));
+  QVL_ASSIGN_OR_RETURN(std::string text, read_builtin_file(builtin_name(path)));
   if (text.size() > max_bytes)
     return Status::Error(path + ": file is " + std::to_string(text.size()) + " bytes, over the limit of " +
                          std::to_string(max_bytes));
@@ -67,8 +72,7 @@ bool model_file_exists(const std::string& path) {
     std::error_code ec;
     return std::filesystem::is_regular_file(path, ec);
   }
-  const std::string name = std::filesystem::path(path.substr(std::char_traits<char>::length(kBuiltinPrefix)))
-                               .lexically_normal().string();
+  const std::string name = builtin_name(path);
   for (const BuiltinFile* b : builtin_files())
     if (name == b->name) return true;
   return false;
