@@ -63,6 +63,7 @@ qvl_add_fuzz_target(json_schema)  # structured output: schema compiler + byte ac
 qvl_add_fuzz_target(gguf)         # GGUF header, metadata, tensor table; dequantization of what it hands out
 if(AV_FOUND)
   qvl_add_fuzz_target(video)      # video containers: probe, sampling, decode, resize, patchify
+qvl_add_fuzz_target(http)         # raw requests: header bytes, framing fields, chunked body lines
 endif()
 
 # Open findings (tests/fuzz/findings/README.md) that a bounded run finds again within seconds: their bounded

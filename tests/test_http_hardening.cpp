@@ -8,6 +8,11 @@
 #include <zlib.h>
 
 #include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "test_paths.h"
 #include "test_server_fixture.h"
@@ -447,6 +452,34 @@ TEST_F(HttpHardening, HostExpectAndMethodAreCheckedAsTheRfcsSay) {
     c.send("POST /api/chat HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n2\n{}\n0\n\n");
     EXPECT_EQ(c.read_response(5).status, 400);
     EXPECT_LT(seconds_since(t0), scaled(2.0));
+  }
+  // ... in any line of the framing, not only the first: a later chunk-size line, a trailer (each sent after
+  // the lines before it have been read), and a size line that never ends.
+  for (const auto& [first, rest] : std::vector<std::pair<std::string, std::string>>{
+           {"1\r\n{\r\n", "1\n}\r\n0\r\n\r\n"},
+           {"2\r\n{}\r\n0\r\n", "X-T: y\n\r\n"},
+           {"2\r\n{}", "\r\n1\n}\r\n"},
+           {"2\r\n{}\r\n", std::string(9000, '0')}}) {
+    RawConn c(server_->port());
+    const auto t0 = Clock::now();
+    c.send("POST /api/chat HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n" + first);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    c.send(rest);
+    const Reply r = c.read_response(5);
+    EXPECT_EQ(r.status, 400) << rest.substr(0, 20);
+    EXPECT_NE(r.body.find("malformed HTTP request body"), std::string::npos) << r.body;
+    EXPECT_LT(seconds_since(t0), scaled(2.0));
+  }
+  {
+    // The same body with CRLF everywhere, a byte at a time with pauses, is read and answered.
+    RawConn c(server_->port());
+    c.send("POST /api/chat HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n");
+    for (char ch : std::string("1;e=1\r\n{\r\n1\r\n}\r\n0\r\nX-T: y\r\n\r\n")) {
+      c.send(std::string(1, ch));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    const Reply r = c.read_response(5);  // read whole: "{}" is Ollama's "load the model", answered 200
+    EXPECT_EQ(r.status, 200) << r.body;
   }
   Reply trace = status("TRACE /health HTTP/1.1\r\n" + h);
   EXPECT_EQ(trace.status, 405);

@@ -105,6 +105,26 @@ TEST_F(ServerVideo, PathsUnderTheMediaDirOnly) {
   EXPECT_EQ(out.status, 400) << out.body;
 }
 
+TEST_F(ServerVideo, VideosDecodeWithinTheServersDecodeMemory) {
+  server::ServerOptions o = test_options();
+  o.decode_memory_mb = 1;
+  o.timeout_s = 5;  // a reservation never given back would make a later request wait this long, then 503
+  start(o);
+  const std::string clip = video_base64("h264_30fps_64x48.mp4");
+  // 64x48 frames, 4 kept at 64x64: 3072 * 32 + 4 * 4096 * 3 bytes, well within 1 MiB; given back each time.
+  for (int i = 0; i < 8; ++i) {
+    Reply r = post("/v1/chat/completions", video_body(video_part(json{{"url", "data:video/mp4;base64," + clip},
+                                                                       {"fps", 2 + i}})));  // not from the cache
+    ASSERT_EQ(r.status, 200) << i << ": " << r.body;
+  }
+  // Scaled up to 4 frames of 352x352 (the pixel bounds count all frames): 1.5 MB of kept frames, more than
+  // the whole budget: refused before any frame is decoded, naming the option.
+  Reply big = post("/v1/chat/completions", video_body(video_part(json{{"url", "data:video/mp4;base64," + clip},
+                                                                     {"min_pixels", 500000}})));
+  EXPECT_EQ(big.status, 400) << big.body;
+  EXPECT_NE(big.body.find("--decode-memory-mb"), std::string::npos) << big.body;
+}
+
 TEST_F(ServerVideo, OllamaImagesEntryThatIsAClipIsAVideo) {
   start();
   const std::string clip = video_base64("h264_30fps_64x48.mp4");

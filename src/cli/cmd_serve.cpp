@@ -126,7 +126,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   cli.add_option("--max-connections", o.max_connections, "connections open at once; more get 503")->type_name("N")
       ->check(integer_in(1, 100000))->default_str(std::to_string(o.max_connections));
   cli.add_option("--decode-memory-mb", o.decode_memory_mb,
-                 "memory for decoding images, all requests together (MiB; a request waits for room or gets 503; "
+                 "memory for decoding images and videos, all requests together (MiB; a request waits for room or gets 503; "
                  "0: an eighth of the RAM, within 1-8 GiB)")
       ->type_name("MIB")->check(integer_in(0, 1 << 24))->default_str("0");
   cli.add_option("--max-connections-per-client", o.max_connections_per_client,

@@ -7,7 +7,7 @@
 #include "kernels/kernels.h"
 
 namespace qvl {
-
+namespace generic {  // named, so that a unity build's other files (ops.h's gelu_tanh ...) cannot collide
 namespace {
 
 void row_to_f32(WeightType type, const void* row, float* out, int64_t cols) {
@@ -257,30 +257,33 @@ void panel_ref(const Block* w, int ngroups, const int8_t* xq, const float* xd, c
 }
 
 }  // namespace
+}  // namespace generic
 
 void gemm_q8_0_panel_ref(const BlockQ8_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
                          int64_t nb, int64_t n, float* y, int64_t ldy) {
-  panel_ref<BlockQ8_0x8, gemm_q8_0x8, 1>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
+  generic::panel_ref<BlockQ8_0x8, generic::gemm_q8_0x8, 1>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
 }
 void gemm_q4_0_panel_ref(const BlockQ4_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
                          int64_t nb, int64_t n, float* y, int64_t ldy) {
-  panel_ref<BlockQ4_0x8, gemm_q4_0x8, 1>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
+  generic::panel_ref<BlockQ4_0x8, generic::gemm_q4_0x8, 1>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
 }
 
 void gemm_q4_k_panel_ref(const BlockQ4_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
                          int64_t nb, int64_t n, float* y, int64_t ldy) {
-  panel_ref<BlockQ4_Kx8, gemm_q4_kx8, 8>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
+  generic::panel_ref<BlockQ4_Kx8, generic::gemm_q4_kx8, 8>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
 }
 void gemm_q5_k_panel_ref(const BlockQ5_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
                          int64_t nb, int64_t n, float* y, int64_t ldy) {
-  panel_ref<BlockQ5_Kx8, gemm_q5_kx8, 8>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
+  generic::panel_ref<BlockQ5_Kx8, generic::gemm_q5_kx8, 8>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
 }
 void gemm_q6_k_panel_ref(const BlockQ6_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
                          int64_t nb, int64_t n, float* y, int64_t ldy) {
-  panel_ref<BlockQ6_Kx8, gemm_q6_kx8, 8>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
+  generic::panel_ref<BlockQ6_Kx8, generic::gemm_q6_kx8, 8>(w, ngroups, xq, xd, xsum, nb, n, y, ldy);
 }
 
-const KernelTable& generic_kernels() {
+namespace generic {
+namespace {
+const KernelTable& table() {
   static const KernelTable table{"generic",      row_to_f32,    gemm_f32_tile, gemm_f32_nn_tile,
                                  6, 16, exp_scaled, gelu_tanh,     silu_mul,      quantize_row_q8_0_ref,
                                  dot_q8_0_rows,  dot_q4_0_rows, quantize_row_act_ref, gemm_q8_0x8,
@@ -293,5 +296,9 @@ const KernelTable& generic_kernels() {
                                  nullptr,        nullptr};                  // four-group tiles (AVX-512 only)
   return table;
 }
+}  // namespace
+}  // namespace generic
+
+const KernelTable& generic_kernels() { return generic::table(); }
 
 }  // namespace qvl

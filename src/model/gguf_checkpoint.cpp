@@ -23,10 +23,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 bool is_mmproj_name(const fs::path& p) {
   std::string n = p.filename().string();
   std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -37,7 +33,7 @@ std::vector<fs::path> gguf_files(const fs::path& dir) {
   std::vector<fs::path> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.is_regular_file() && ends_with(e.path().filename().string(), ".gguf")) out.push_back(e.path());
+    if (e.is_regular_file() && e.path().filename().string().ends_with(".gguf")) out.push_back(e.path());
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -148,7 +144,7 @@ std::string gguf_tensor_name(const std::string& hf, const std::vector<int64_t>& 
 
 bool is_gguf_model(const std::string& path) {
   std::error_code ec;
-  if (fs::is_regular_file(path, ec)) return ends_with(path, ".gguf");
+  if (fs::is_regular_file(path, ec)) return path.ends_with(".gguf");
   return fs::is_directory(path, ec) && !fs::exists(fs::path(path) / "config.json", ec) && !gguf_files(path).empty();
 }
 

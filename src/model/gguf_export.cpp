@@ -22,10 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // A GGUF write type's base GGML type and its mix rule.
 struct WriteType {
   GgmlType base = GgmlType::kQ8_0;
@@ -95,14 +91,14 @@ int64_t layer_of(const std::string& g) {
 // the values exact.
 GgmlType type_for(const std::string& gguf_name, const TensorView& t, const WriteType& wanted, int64_t n_layers,
                   bool tied) {
-  if (t.shape.size() <= 1 || ends_with(gguf_name, "_norm.weight") || !ends_with(gguf_name, ".weight")) return GgmlType::kF32;
+  if (t.shape.size() <= 1 || gguf_name.ends_with("_norm.weight") || !gguf_name.ends_with(".weight")) return GgmlType::kF32;
   GgmlType g = wanted.base;
   if (wanted.mix) {
     const int64_t i = layer_of(gguf_name);
     const bool more_bits = i >= 0 && (i < n_layers / 8 || i >= 7 * n_layers / 8 || (i - n_layers / 8) % 3 == 2);
     // A tied model's token embedding is its LM head too: it gets the head's type.
     if (gguf_name == "output.weight" || (tied && gguf_name == "token_embd.weight") ||
-        (more_bits && (ends_with(gguf_name, ".attn_v.weight") || ends_with(gguf_name, ".ffn_down.weight"))))
+        (more_bits && (gguf_name.ends_with(".attn_v.weight") || gguf_name.ends_with(".ffn_down.weight"))))
       g = GgmlType::kQ6_K;
   }
   const int64_t cols = t.shape.back();

@@ -336,6 +336,57 @@ std::optional<ApiError> load_image_for_request(const ApiContext& ctx, ImageBudge
   return std::nullopt;
 }
 
+// One video of a request: its metadata read (no frame decoded), its decode's memory reserved from the server's
+// budget (ctx.decode_memory; waited for until the deadline, else 503) and one of the video decoders taken,
+// then decoded, sampled and made patches; the memory goes back as soon as the patches exist.
+std::optional<ApiError> load_video_for_request(const ApiContext& ctx, const VideoRef& v, const VideoOptions& vo,
+                                               std::chrono::steady_clock::time_point deadline, PreprocessedVideo& out) {
+  const auto invalid = [&](const std::string& why) { return ApiError{400, why, "invalid_video", v.where}; };
+  if (!video_supported()) return invalid(v.where + ": this server was built without video support (FFmpeg)");
+  auto bytes = load_request_video_bytes(v.ref, ctx.images, v.where);
+  if (!bytes.ok()) return invalid(bytes.status().message());
+  const Model* model = ctx.scheduler.model();
+  VideoDecodeLimits limits = ctx.images.video_limits;
+  limits.keep_going = [deadline] { return std::chrono::steady_clock::now() < deadline; };
+  auto info = probe_video(*bytes, limits);
+  if (!info.ok()) return invalid(v.where + ": " + info.status().message());
+  auto plan = plan_video(*info, model->video_config(), vo);
+  if (!plan.ok()) return invalid(v.where + ": " + plan.status().message());
+  const uint64_t charge = DecodeMemory::video_bytes(int64_t{info->stored_width} * info->stored_height,
+                                                    static_cast<int64_t>(plan->indices.size()),
+                                                    int64_t{plan->resized.width} * plan->resized.height);
+  if (ctx.decode_memory) {
+    switch (ctx.decode_memory->acquire(charge, deadline)) {
+      case DecodeMemory::Got::kOk: break;
+      case DecodeMemory::Got::kTooLarge:
+        return invalid(v.where + ": decoding this " + std::to_string(info->stored_width) + "x" +
+                       std::to_string(info->stored_height) + " video (" + std::to_string(plan->indices.size()) +
+                       " frames kept) takes " + std::to_string(charge >> 20) + " MiB, over the server's decode memory of " +
+                       std::to_string(ctx.decode_memory->capacity() >> 20) + " MiB (--decode-memory-mb); send a smaller "
+                       "video or fewer frames (fps, max_frames)");
+      case DecodeMemory::Got::kBusy:
+        return ApiError{503, "the server is decoding other images or videos and has no room for " + v.where +
+                             " before the request's deadline; retry in a moment", "busy", v.where, 2};
+    }
+  }
+  struct Held {  // gives the memory back on every path out
+    DecodeMemory* memory;
+    uint64_t bytes;
+    ~Held() {
+      if (memory) memory->release(bytes);
+    }
+  } held{ctx.decode_memory, charge};
+  if (!video_decoders().try_acquire_until(deadline))
+    return ApiError{503, "the server is busy decoding other videos; retry in a few seconds", "busy", "", 2};
+  auto pre = preprocess_video_file(*bytes, model->video_config(), vo, limits);
+  video_decoders().release();
+  if (!pre.ok()) return invalid(v.where + ": " + pre.status().message());
+  // The groups' cache keys, hashed here rather than on the inference thread.
+  for (const PreprocessedImage& g : pre->groups) pre->group_keys.push_back(frame_group_key(g));
+  out = std::move(pre).value();
+  return std::nullopt;
+}
+
 std::optional<ApiError> make_inference_request(const ApiContext& ctx,
                                                const std::vector<std::pair<std::string, std::string>>& images,
                                                std::vector<ChatMessage> messages, GenerateOptions options,
@@ -363,23 +414,12 @@ std::optional<ApiError> make_inference_request(const ApiContext& ctx,
   }
   int64_t video_tokens = 0;
   for (const VideoRef& v : videos) {
-    if (!video_supported())
-      return ApiError{400, v.where + ": this server was built without video support (FFmpeg)", "invalid_video", v.where};
-    auto bytes = load_request_video_bytes(v.ref, ctx.images, v.where);
-    if (!bytes.ok()) return ApiError{400, bytes.status().message(), "invalid_video", v.where};
     VideoOptions vo = v.options;
     vo.max_tokens = std::max<int64_t>(0, options.context - budget.tokens() - video_tokens);
-    VideoDecodeLimits limits = ctx.images.video_limits;
-    limits.keep_going = [deadline] { return std::chrono::steady_clock::now() < deadline; };
-    if (!video_decoders().try_acquire_until(deadline))
-      return ApiError{503, "the server is busy decoding other videos; retry in a few seconds", "busy", "", 2};
-    auto pre = preprocess_video_file(*bytes, model->video_config(), vo, limits);
-    video_decoders().release();
-    if (!pre.ok()) return ApiError{400, v.where + ": " + pre.status().message(), "invalid_video", v.where};
-    // The groups' cache keys, hashed here rather than on the inference thread.
-    for (const PreprocessedImage& g : pre->groups) pre->group_keys.push_back(frame_group_key(g));
-    video_tokens += static_cast<int64_t>(pre->grid_t) * pre->tokens_per_group();
-    out.videos.push_back(std::make_shared<const PreprocessedVideo>(std::move(pre).value()));
+    PreprocessedVideo pre;
+    if (auto e = load_video_for_request(ctx, v, vo, deadline, pre)) return e;
+    video_tokens += static_cast<int64_t>(pre.grid_t) * pre.tokens_per_group();
+    out.videos.push_back(std::make_shared<const PreprocessedVideo>(std::move(pre)));
   }
   out.messages = std::move(messages);
   out.options = std::move(options);

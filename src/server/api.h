@@ -32,7 +32,7 @@ struct ApiContext {
   // What every request starts from: sampling from generation_config.json, the context per slot, the image
   // size bounds. Written by the model loader before the scheduler reports kReady; read only after.
   GenerateOptions defaults;
-  DecodeMemory* decode_memory = nullptr;  // the server's budget of image decode memory (null: none)
+  DecodeMemory* decode_memory = nullptr;  // the server's budget of image and video decode memory (null: none)
 };
 
 // A failure to answer, in terms every API family can shape.

@@ -1,4 +1,4 @@
-// The server-wide budget of image decode memory: a byte-counting semaphore with a deadline.
+// The server-wide budget of image and video decode memory: a byte-counting semaphore with a deadline.
 #include "server/decode_memory.h"
 
 #include <unistd.h>
@@ -29,6 +29,11 @@ void DecodeMemory::release(uint64_t bytes) {
     used_ -= bytes;
   }
   cv_.notify_all();
+}
+
+uint64_t DecodeMemory::video_bytes(int64_t frame_pixels, int64_t kept_frames, int64_t kept_pixels) {
+  const auto u = [](int64_t v) { return static_cast<uint64_t>(std::max<int64_t>(v, 0)); };
+  return u(frame_pixels) * kVideoBytesPerFramePixel + u(kept_frames) * u(kept_pixels) * 3;
 }
 
 uint64_t DecodeMemory::default_capacity() {

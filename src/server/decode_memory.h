@@ -1,7 +1,8 @@
-// The server's budget of memory for decoding images: each image reserves what decoding it may take (from its
-// header, before any pixel is decoded) and gives it back once it is resized to what the model sees; a
-// request waits for room until its deadline, or is refused (503), so concurrent large images cannot add up
-// past the budget.
+// The server's budget of memory for decoding images and videos: each image reserves what decoding it may take
+// (from its header, before any pixel is decoded) and gives it back once it is resized to what the model sees;
+// each video reserves what its decoder and its kept frames may hold (from its metadata) until its frames are
+// patches. A request waits for room until its deadline, or is refused (503), so concurrent large images and
+// videos cannot add up past the budget.
 #pragma once
 
 #include <chrono>
@@ -17,6 +18,13 @@ class DecodeMemory {
   // Bytes per pixel an image's decode is charged: its RGB pixels (3) and as much again for what a decoder or
   // the resize holds beside them at most (a GIF's canvas, a 16-bit PNG's rows, the resize's first pass).
   static constexpr int64_t kBytesPerPixel = 6;
+
+  // Bytes a video's decode is charged, as it runs one frame at a time on one thread: FFmpeg's decoder for a
+  // frame of `frame_pixels` (up to 16 reference frames and the frame being decoded, in YUV 4:2:0 at 1.5 bytes
+  // a pixel: 26), that frame in RGB and the resize's first pass (3 each): 32 bytes a pixel of the stored
+  // frame; and the kept frames at their resized size (3 bytes a pixel each) until they are patches.
+  static constexpr int64_t kVideoBytesPerFramePixel = 32;
+  static uint64_t video_bytes(int64_t frame_pixels, int64_t kept_frames, int64_t kept_pixels);
 
   explicit DecodeMemory(uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
   uint64_t capacity() const { return capacity_; }

@@ -5,7 +5,7 @@ namespace qvl {
 
 namespace {
 
-constexpr std::string_view kClose = "</think>";
+constexpr std::string_view kThinkClose = "</think>";
 
 std::string_view trim_newlines(std::string_view s, bool left, bool right) {
   while (left && !s.empty() && s.front() == '\n') s.remove_prefix(1);
@@ -15,8 +15,8 @@ std::string_view trim_newlines(std::string_view s, bool left, bool right) {
 
 // The length of the longest suffix of `s` that is a proper prefix of "</think>".
 size_t partial_tag(std::string_view s) {
-  for (size_t n = std::min(s.size(), kClose.size() - 1); n > 0; --n)
-    if (kClose.substr(0, n) == s.substr(s.size() - n)) return n;
+  for (size_t n = std::min(s.size(), kThinkClose.size() - 1); n > 0; --n)
+    if (kThinkClose.substr(0, n) == s.substr(s.size() - n)) return n;
   return 0;
 }
 
@@ -24,14 +24,14 @@ size_t partial_tag(std::string_view s) {
 
 ReasoningSplit split_reasoning(std::string_view text) {
   ReasoningSplit out;
-  const size_t at = text.find(kClose);
+  const size_t at = text.find(kThinkClose);
   if (at == std::string_view::npos) {
     out.reasoning = trim_newlines(text, true, true);
     return out;
   }
   out.closed = true;
   out.reasoning = trim_newlines(text.substr(0, at), true, true);
-  out.content = trim_newlines(text.substr(at + kClose.size()), true, false);
+  out.content = trim_newlines(text.substr(at + kThinkClose.size()), true, false);
   return out;
 }
 
@@ -46,12 +46,12 @@ ReasoningStream::Delta ReasoningStream::push(std::string_view piece) {
     return d;
   }
   held_ += piece;
-  const size_t at = held_.find(kClose);
+  const size_t at = held_.find(kThinkClose);
   if (at != std::string::npos) {
     std::string_view before = trim_newlines(std::string_view(held_).substr(0, at), !reasoning_started_, true);
     d.reasoning = before;
     closed_ = true;
-    const std::string rest = held_.substr(at + kClose.size());
+    const std::string rest = held_.substr(at + kThinkClose.size());
     held_.clear();
     d.content = push(rest).content;
     return d;

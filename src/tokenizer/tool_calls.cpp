@@ -7,7 +7,7 @@ namespace qvl {
 
 namespace {
 
-constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
+constexpr std::string_view kToolCallOpen = "<tool_call>", kToolCallClose = "</tool_call>";
 
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
@@ -64,9 +64,9 @@ std::string ToolCallStream::push(std::string_view piece) {
   std::string out;
   for (;;) {
     if (!in_block_) {
-      const size_t open = held_.find(kOpen);
+      const size_t open = held_.find(kToolCallOpen);
       if (open == std::string::npos) {
-        const size_t keep = partial_tag(held_, kOpen);
+        const size_t keep = partial_tag(held_, kToolCallOpen);
         out += held_.substr(0, held_.size() - keep);
         held_.erase(0, held_.size() - keep);
         return out;
@@ -75,16 +75,16 @@ std::string ToolCallStream::push(std::string_view piece) {
       held_.erase(0, open);
       in_block_ = true;
     }
-    const size_t close = held_.find(kClose);
+    const size_t close = held_.find(kToolCallClose);
     if (close == std::string::npos) return out;
-    const std::string_view inside = std::string_view(held_).substr(kOpen.size(), close - kOpen.size());
+    const std::string_view inside = std::string_view(held_).substr(kToolCallOpen.size(), close - kToolCallOpen.size());
     if (auto call = read_call(inside)) {
       ready_.push_back(std::move(*call));
       ++calls_seen_;
     } else {
-      out += held_.substr(0, close + kClose.size());  // not a call: it stays text
+      out += held_.substr(0, close + kToolCallClose.size());  // not a call: it stays text
     }
-    held_.erase(0, close + kClose.size());
+    held_.erase(0, close + kToolCallClose.size());
     in_block_ = false;
   }
 }

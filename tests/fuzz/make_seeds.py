@@ -251,8 +251,39 @@ def video():
             out("video", f"{name.split('.')[0]}-cut-{cut}", whole[:cut])
 
 
+# --- http: raw requests, good and refused (the cases tests/test_http_hardening.cpp sends) -------------------
+def http():
+    host = b"Host: 127.0.0.1:8080\r\n"
+    body = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
+    cases = {
+        "get": b"GET /health HTTP/1.1\r\n" + host + b"\r\n",
+        "get-10": b"GET /health HTTP/1.0\r\n\r\n",
+        "post-length": b"POST /v1/chat/completions HTTP/1.1\r\n" + host + b"Content-Type: application/json\r\n"
+                       + b"Content-Length: %d\r\n\r\n" % len(body) + body,
+        "post-chunked": b"POST /v1/chat/completions HTTP/1.1\r\n" + host + b"Transfer-Encoding: chunked\r\n\r\n"
+                        + b"".join(b"%x;ext=1\r\n%s\r\n" % (len(body[i:i + 9]), body[i:i + 9]) for i in range(0, len(body), 9))
+                        + b"0\r\nX-Trailer: t\r\n\r\n",
+        "chunked-bare-lf-first": b"POST /api/chat HTTP/1.1\r\n" + host + b"Transfer-Encoding: chunked\r\n\r\n2\n{}\n0\n\n",
+        "chunked-bare-lf-second": b"POST /api/chat HTTP/1.1\r\n" + host + b"Transfer-Encoding: chunked\r\n\r\n1\r\n{\r\n1\n}\r\n0\r\n\r\n",
+        "chunked-bare-lf-trailer": b"POST /api/chat HTTP/1.1\r\n" + host + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nX: y\n\r\n",
+        "te-gzip": b"POST /api/chat HTTP/1.1\r\n" + host + b"Transfer-Encoding: gzip\r\n\r\n",
+        "te-chunked-twice": b"POST /api/chat HTTP/1.1\r\n" + host + b"Transfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n",
+        "te-and-length": b"POST /api/chat HTTP/1.1\r\n" + host + b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n",
+        "two-hosts": b"GET /health HTTP/1.1\r\n" + host + host + b"\r\n",
+        "no-host": b"GET /health HTTP/1.1\r\n\r\n",
+        "bad-host": b"GET /health HTTP/1.1\r\nHost: [::1]attacker.example\r\n\r\n",
+        "expect": b"POST /api/chat HTTP/1.1\r\n" + host + b"Expect: 200-ok\r\nContent-Length: 0\r\n\r\n",
+        "obs-fold": b"GET /health HTTP/1.1\r\n" + host + b"X-A: a\r\n  folded\r\n\r\n",
+        "bare-lf-header": b"GET /health HTTP/1.1\n" + host + b"\r\n",
+        "trace": b"TRACE /health HTTP/1.1\r\n" + host + b"\r\n",
+        "lowercase": b"get /health HTTP/1.1\r\n" + host + b"\r\n",
+    }
+    for name, data in cases.items():
+        out("http", name, data)
+
+
 if __name__ == "__main__":
-    for name in ("images", "exif", "safetensors", "quantized", "chat", "tokenizer", "config", "gguf", "video"):
+    for name in ("images", "exif", "safetensors", "quantized", "chat", "tokenizer", "config", "gguf", "video", "http"):
         for p in (CORPUS / name).glob("seed-*"):
             p.unlink()
         globals()[name]()

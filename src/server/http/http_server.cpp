@@ -36,6 +36,7 @@
 #include <boost/beast/http/status.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include "server/http/framing.h"
 #include "server/http/inflate.h"
 
 namespace qvl::server::http {
@@ -53,120 +54,6 @@ constexpr size_t kMaxDrainBytes = 4u << 20;  // read and dropped after an error 
 constexpr double kDrainSeconds = 2;
 
 std::chrono::milliseconds millis(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
-
-std::string lower_trimmed(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  std::string out(s);
-  for (char& c : out) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-  return out;
-}
-
-// A Host header value (RFC 9110 §7.2, RFC 3986 §3.2.2): "[IPv6]" or a reg-name / IPv4 of URI characters,
-// then an optional ":" and port digits (0-65535). Empty, "[::1]attacker.example", "127.0.0.1:abc", ":99999"
-// and the like are not.
-bool valid_host_value(std::string_view v) {
-  if (v.empty()) return false;
-  std::string_view host = v, port;
-  if (v.front() == '[') {
-    const size_t close = v.find(']');
-    if (close == std::string_view::npos) return false;
-    const std::string inside(v.substr(1, close - 1));
-    in6_addr a{};
-    if (inet_pton(AF_INET6, inside.c_str(), &a) != 1) return false;
-    if (close + 1 < v.size() && v[close + 1] != ':') return false;
-    port = close + 1 < v.size() ? v.substr(close + 2) : std::string_view();
-  } else {
-    const size_t colon = v.find(':');
-    host = v.substr(0, colon);
-    if (colon != std::string_view::npos) port = v.substr(colon + 1);
-    if (host.empty()) return false;
-    for (char c : host) {
-      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                      std::string_view("-._~%!$&'()*+,;=").find(c) != std::string_view::npos;
-      if (!ok) return false;
-    }
-  }
-  if (port.size() > 5) return false;
-  uint32_t n = 0;
-  for (char c : port) {
-    if (c < '0' || c > '9') return false;
-    n = n * 10 + static_cast<uint32_t>(c - '0');
-  }
-  return n <= 65535;
-}
-
-// What the request's framing and header fields say is wrong (RFC 9112 §6, §9110 §7.2, §10.1.1), as
-// (status, message); status 0: nothing. Checked before the body is read; each refusal closes the connection,
-// since what follows on it could not be told apart from the body.
-std::pair<int, std::string> framing_error(const bhttp::request_parser<bhttp::string_body>& parser,
-                                          const std::vector<std::pair<std::string, std::string>>& headers) {
-  std::vector<std::string> codings;
-  bool transfer_encoding = false;
-  int lengths = 0, hosts = 0;
-  std::string host;
-  for (const auto& [k, v] : headers) {
-    if (iequals(k, "Transfer-Encoding")) {
-      transfer_encoding = true;
-      size_t start = 0;
-      for (;;) {
-        const size_t comma = v.find(',', start);
-        codings.push_back(lower_trimmed(std::string_view(v).substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
-    } else if (iequals(k, "Content-Length")) {
-      ++lengths;
-    } else if (iequals(k, "Host")) {
-      ++hosts;
-      host = v;
-    }
-  }
-  if (transfer_encoding) {
-    if (lengths > 0)
-      return {400, "the request has both Transfer-Encoding and Content-Length; send one (RFC 9112 section 6.3)"};
-    int chunked = 0;
-    for (const std::string& c : codings) chunked += c == "chunked";
-    for (const std::string& c : codings)
-      if (c.empty()) return {400, "the request's Transfer-Encoding has an empty coding; send 'chunked'"};
-    if (chunked > 1 || (chunked == 1 && codings.back() != "chunked"))
-      return {400, "the request's Transfer-Encoding must end with 'chunked', once; got '" + [&] {
-                std::string all;
-                for (const std::string& c : codings) all += (all.empty() ? "" : ", ") + c;
-                return all.substr(0, 100);
-              }() + "'"};
-    for (const std::string& c : codings)
-      if (c != "chunked")
-        return {501, "Transfer-Encoding '" + c.substr(0, 40) + "' is not supported; send the body as it is "
-                     "(Content-Length) or chunked"};
-  }
-  if (hosts > 1) return {400, "the request has " + std::to_string(hosts) + " Host header fields; send one"};
-  if (hosts == 0 && parser.get().version() >= 11) return {400, "an HTTP/1.1 request must have a Host header field"};
-  if (hosts == 1 && !valid_host_value(host))
-    return {400, "the Host header '" + host.substr(0, 100) + "' is not a host name or address with an optional port"};
-  for (const auto& [k, v] : headers) {
-    if (iequals(k, "Expect") && lower_trimmed(v) != "100-continue")
-      return {417, "the request expects '" + v.substr(0, 60) + "'; only 'Expect: 100-continue' is supported"};
-  }
-  // Methods: the ones the server answers; other methods of HTTP 405 (with Allow); anything else 501.
-  switch (parser.get().method()) {
-    case bhttp::verb::get:
-    case bhttp::verb::head:
-    case bhttp::verb::post:
-    case bhttp::verb::options: break;
-    case bhttp::verb::put:
-    case bhttp::verb::delete_:
-    case bhttp::verb::patch:
-    case bhttp::verb::trace:
-    case bhttp::verb::connect:
-      return {405, "method " + std::string(parser.get().method_string()) + " is not allowed; the server takes GET, HEAD, "
-                   "POST and OPTIONS"};
-    default:
-      return {501, "method '" + std::string(parser.get().method_string()).substr(0, 20) + "' is not implemented (methods "
-                   "are upper case: GET, HEAD, POST, OPTIONS)"};
-  }
-  return {0, ""};
-}
 
 // A header value as written: CR and LF dropped, so no value can start another header.
 std::string safe_value(const std::string& v) {
@@ -445,16 +332,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const std::string_view raw(static_cast<const char*>(data.data()), data.size());
     const size_t end = raw.find("\r\n\r\n");
     const std::string_view head = raw.substr(0, end == std::string_view::npos ? raw.size() : end + 4);
-    for (size_t i = head.find('\n'); i != std::string_view::npos; i = head.find('\n', i + 1)) {
-      if (i == 0 || head[i - 1] != '\r') {
-        req_ = std::make_shared<Request>();
-        return fail(400, "malformed HTTP request: a line of the header ends with a bare LF; lines end with CRLF");
-      }
-      if (i + 1 < head.size() && (head[i + 1] == ' ' || head[i + 1] == '\t')) {
-        req_ = std::make_shared<Request>();
-        return fail(400, "malformed HTTP request: a header field is folded onto the next line (obs-fold, RFC 9112 "
-                         "section 5.2); send each field on one line");
-      }
+    if (const FramingError e = raw_header_error(head)) {
+      req_ = std::make_shared<Request>();
+      return fail(e.status, e.message);
     }
     if (end == std::string_view::npos) {
       if (raw.size() > limits().max_header) return on_header(bhttp::error::header_limit);
@@ -529,14 +409,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return fail(400, "malformed HTTP request: the target must be a path starting with '/', got '" +
                            req.target.substr(0, 80) + "'");
     }
-    if (auto [status, why] = framing_error(*parser_, req.headers); status != 0) {
-      if (status == 405) {
+    if (const FramingError e = framing_error(parser_->get().version(), req.method, req.headers)) {
+      if (e.status == 405) {
         auto res = std::make_shared<Response>();
-        srv_->handlers.error(req, status, why, *res);
-        res->set_header("Allow", "GET, HEAD, POST, OPTIONS");
+        srv_->handlers.error(req, e.status, e.message, *res);
+        res->set_header("Allow", kAllowedMethods);
         return send(req_, res, true);
       }
-      return fail(status, why);
+      return fail(e.status, e.message);
     }
     const auto length = parser_->content_length();
     if (length && *length > limits().max_body) return fail(413, too_large());
@@ -568,14 +448,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return send(req_, std::make_shared<Response>(std::move(res)), !parser_->is_done());
     }
     if (parser_->is_done()) return on_body({});
-    if (parser_->chunked() && buffer_.size() > 0) {
-      // The chunk-size line already here must end with CRLF (a bare LF would leave the parser waiting for one).
-      const auto d = buffer_.data();
-      const std::string_view b(static_cast<const char*>(d.data()), d.size());
-      const size_t nl = b.find('\n');
-      if (nl != std::string_view::npos && (nl == 0 || b[nl - 1] != '\r'))
-        return fail(400, "malformed HTTP request body: a chunk-size line ends with a bare LF; lines end with CRLF");
-    }
     if (iequals(lower_trimmed(req.header("Expect")), "100-continue")) {
       auto data = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
       stream_.expires_after(millis(limits().write_timeout_s));
@@ -588,9 +460,34 @@ class Connection : public std::enable_shared_from_this<Connection> {
     read_body();
   }
 
+  // Reads the body under one deadline: the bytes as they arrive, each batch handed to the parser. What the
+  // parser leaves unconsumed of a chunked body is an incomplete framing line (a chunk size or a trailer): it is
+  // checked for a bare LF and for its length after every batch, where Beast alone would wait for the deadline.
   void read_body() {
     stream_.expires_after(millis(limits().body_timeout_s));
-    bhttp::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) { self->on_body(ec); });
+    read_body_piece();
+  }
+
+  void read_body_piece() {
+    while (!parser_->is_done() && buffer_.size() > 0) {
+      beast::error_code ec;
+      const size_t used = parser_->put(buffer_.data(), ec);  // one element at a time: header, chunk, data
+      buffer_.consume(used);
+      if (ec == bhttp::error::need_more) break;
+      if (ec) return on_body(ec);
+      if (used == 0) break;
+    }
+    if (parser_->is_done()) return on_body({});
+    if (parser_->chunked()) {
+      const auto d = buffer_.data();
+      if (const FramingError e = chunk_framing_error({static_cast<const char*>(d.data()), d.size()}))
+        return fail(e.status, e.message);
+    }
+    stream_.async_read_some(buffer_.prepare(64 << 10), [self = shared_from_this()](beast::error_code ec, size_t n) {
+      if (ec) return self->on_body(ec);  // timed out, went away: abandoned
+      self->buffer_.commit(n);
+      self->read_body_piece();
+    });
   }
 
   std::string too_large() const {

@@ -19,6 +19,14 @@ bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
+std::string lower_trimmed(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  std::string out(s);
+  for (char& c : out) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  return out;
+}
+
 std::string header_value(const Headers& headers, std::string_view name) {
   for (const auto& [k, v] : headers) {
     if (iequals(k, name)) return v;

@@ -17,6 +17,8 @@ using Headers = std::vector<std::pair<std::string, std::string>>;
 
 // ASCII case-insensitive equality, for header names and tokens.
 bool iequals(std::string_view a, std::string_view b);
+// A token of a header value as compared: spaces and tabs around it dropped, ASCII lower-cased.
+std::string lower_trimmed(std::string_view s);
 
 // The value of the first header named `name` (any case), or "".
 std::string header_value(const Headers& headers, std::string_view name);

@@ -1,0 +1,49 @@
+// What RFC 9112 and RFC 9110 say about the bytes of a request before its handler sees it: the header's lines,
+// its framing fields (Transfer-Encoding, Content-Length, Host, Expect), the method, and the lines of a chunked
+// body. Pure functions of the bytes, so that the server (http_server.cpp) and the fuzz target
+// (tests/fuzz/fuzz_http.cpp) run the same checks.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace qvl::server::http {
+
+// A refusal: an HTTP status and the message that says why. status 0: nothing wrong.
+struct FramingError {
+  int status = 0;
+  std::string message;
+  explicit operator bool() const { return status != 0; }
+};
+
+// The raw header, from the request line up to (and with) its blank line, or as much of it as has arrived:
+// 400 for a line ending with a bare LF or a folded field (obs-fold, RFC 9112 §5.2). Beast joins folded lines
+// and takes a bare LF as CRLF, so this must run on the bytes before Beast parses them.
+FramingError raw_header_error(std::string_view head);
+
+// A Host header value (RFC 9110 §7.2, RFC 3986 §3.2.2): "[IPv6]" or a reg-name / IPv4 of URI characters,
+// then an optional ":" and port digits (0-65535). Empty, "[::1]attacker.example", "127.0.0.1:abc", ":99999"
+// and the like are not.
+bool valid_host_value(std::string_view v);
+
+// What the parsed header's framing fields and method say is wrong (RFC 9112 §6, RFC 9110 §7.2, §9, §10.1.1):
+// only `chunked` (once, last) or Content-Length, not both (400); other codings 501; one valid Host (HTTP/1.1
+// needs one); Expect only 100-continue (417); GET, HEAD, POST, OPTIONS answered, the other methods of HTTP
+// 405 (the caller adds Allow: kAllowedMethods), anything else 501. Each refusal closes the connection, since
+// what follows on it could not be told apart from the body. `version`: 10 or 11.
+FramingError framing_error(int version, std::string_view method,
+                           const std::vector<std::pair<std::string, std::string>>& headers);
+inline constexpr const char* kAllowedMethods = "GET, HEAD, POST, OPTIONS";
+
+// A chunked body's bytes that the parser has not consumed yet: they start at a framing line (the CRLF that
+// ends a chunk's data, then the next chunk-size line; or, after the last chunk, the trailer lines up to a
+// blank line). 400 where such a line ends with a bare LF: Beast would wait for a CRLF that never comes, until
+// the body's deadline. Chunk data itself may hold any bytes; it is never looked at. Unparsed framing over
+// kMaxChunkFraming bytes is 400 too, so that a size line that never ends cannot grow the buffer.
+inline constexpr size_t kMaxChunkFraming = 8192;
+FramingError chunk_framing_error(std::string_view unparsed);
+
+}  // namespace qvl::server::http
