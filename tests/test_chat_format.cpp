@@ -16,6 +16,7 @@
 #endif
 
 namespace qvl {
+namespace chat_format_test {  // its own: `json` is the ordered one here (a unity batch shares one file's scope)
 namespace {
 
 using json = nlohmann::ordered_json;
@@ -192,4 +193,5 @@ TEST(PythonJsonDumps, KeepsInvalidUtf8BytesAsTheyAre) {
 }
 
 }  // namespace
+}  // namespace chat_format_test
 }  // namespace qvl

@@ -1,14 +1,9 @@
 // The qvl binary's command line (src/cli/options.cpp): --help on every command, defaults shown from the values
 // the code uses, unknown options and commands answered with the closest valid one, bad values named.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,61 +11,32 @@
 
 #include "model/convert.h"
 #include "test_paths.h"
+#include "test_process.h"
 #include "tensor/quant.h"
-
-extern char** environ;
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Ran {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using qvl::test::contains;
+using qvl::test::Ran;
 
 // Runs `qvl args...` with stdout and stderr in files; returns its exit code and both outputs.
 Ran qvl(const std::vector<std::string>& args) {
-  static int counter = 0;
   const fs::path dir = fs::temp_directory_path() / ("qvl-cli-test-" + std::to_string(getpid()));
   fs::create_directories(dir);
-  const fs::path out = dir / ("out" + std::to_string(counter)), err = dir / ("err" + std::to_string(counter));
-  ++counter;
-  std::vector<std::string> argv_s = {QVL_BINARY};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = 0;
+  qvl::test::Proc p(QVL_BINARY, args, dir);
   Ran r;
-  if (posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) == 0) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  posix_spawn_file_actions_destroy(&actions);
-  r.out = slurp(out);
-  r.err = slurp(err);
+  r.code = p.wait();
+  r.out = p.out();
+  r.err = p.err();
   // Leave nothing behind in the temporary directory (ctest runs each test in its own process).
   std::error_code ec;
-  fs::remove(out, ec);
-  fs::remove(err, ec);
+  fs::remove(p.out_path(), ec);
+  fs::remove(p.err_path(), ec);
   fs::remove(dir, ec);  // only once empty
   return r;
 }
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // The line of `help` that describes `option` (among its other spellings: "-c,--ctx,--ctx-size N").
 std::string help_line(const std::string& help, const std::string& option) {

@@ -3,12 +3,9 @@
 // the model's facts agreeing between endpoints, the machine's own names accepted on a LAN bind, llama.cpp's
 // spellings of the options, and --version.
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -25,23 +22,19 @@
 #include <nlohmann/json.hpp>
 
 #include "test_paths.h"
+#include "test_process.h"
 #include "test_timing.h"
-
-extern char** environ;
 
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using qvl::test::contains;
+using qvl::test::Proc;
+using qvl::test::Ran;
+using qvl::test::run;
+using qvl::test::slurp;
 
 // A folder of its own for one test, removed at the end.
 struct TempDir {
@@ -56,72 +49,6 @@ struct TempDir {
     fs::remove_all(path, ec);
   }
 };
-
-// A process of `binary args...` with stdout and stderr in files under `logs`, run in `cwd`.
-class Proc {
- public:
-  Proc(const std::string& binary, const std::vector<std::string>& args, const fs::path& logs, const fs::path& cwd = {}) {
-    static int counter = 0;
-    out_ = logs / ("out" + std::to_string(counter));
-    err_ = logs / ("err" + std::to_string(counter++));
-    std::vector<std::string> argv_s = {binary};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
-    if (posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&actions);
-  }
-  ~Proc() {
-    if (pid_ > 0 && !done_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  int wait() {
-    if (pid_ <= 0) return -1;
-    if (!done_) {
-      int status = 0;
-      waitpid(pid_, &status, 0);
-      code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      done_ = true;
-    }
-    return code_;
-  }
-  void signal(int sig) { kill(pid_, sig); }
-  bool running() {
-    if (pid_ <= 0 || done_) return false;
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) != pid_) return true;
-    code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    done_ = true;
-    return false;
-  }
-  std::string out() const { return slurp(out_); }
-  std::string err() const { return slurp(err_); }
-
- private:
-  pid_t pid_ = -1;
-  bool done_ = false;
-  int code_ = -1;
-  fs::path out_, err_;
-};
-
-struct Ran {
-  int code;
-  std::string out, err;
-};
-
-Ran run(const std::string& binary, const std::vector<std::string>& args, const fs::path& logs, const fs::path& cwd = {}) {
-  Proc p(binary, args, logs, cwd);
-  const int code = p.wait();
-  return {code, p.out(), p.err()};
-}
 
 int free_port() {
   const int s = socket(AF_INET, SOCK_STREAM, 0);

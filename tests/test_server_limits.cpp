@@ -29,11 +29,6 @@ std::string png_header_only(uint32_t w, uint32_t h) {
          chunk("IDATgarbage!") + chunk("IEND");
 }
 
-double metric(const std::string& page, const std::string& name) {
-  const size_t at = page.find("\n" + name + " ");
-  return at == std::string::npos ? -1 : std::stod(page.substr(at + name.size() + 2));
-}
-
 TEST_F(ServerLimits, DeeplyNestedJsonIsA400OnEveryJsonEndpoint) {
   start();
   const std::string body = nested_json(100000);

@@ -21,12 +21,6 @@ namespace {
 
 using ServiceProbes = ServerTest;
 
-double metric(const std::string& page, const std::string& name) {
-  const size_t at = page.find("\n" + name + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(page.substr(at + name.size() + 2));
-}
-
 TEST_F(ServiceProbes, ReadinessFollowsLoadingAndDraining) {
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();

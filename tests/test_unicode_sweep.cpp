@@ -14,7 +14,7 @@
 namespace qvl {
 namespace {
 
-const Tokenizer& tokenizer() {
+const Tokenizer& sweep_tokenizer() {
   static const Tokenizer* tok = [] {
     auto r = Tokenizer::load(test::model_files_dir());
     if (!r.ok()) {
@@ -26,7 +26,7 @@ const Tokenizer& tokenizer() {
   return *tok;
 }
 
-const nlohmann::json& golden() {
+const nlohmann::json& sweep_golden() {
   static const nlohmann::json g = [] {
     auto text = read_file_text(test::data_dir() + "/unicode_sweep_golden.json");
     EXPECT_TRUE(text.ok()) << text.status().message();
@@ -65,8 +65,8 @@ std::string fill(const std::string& context, char32_t cp) {
 }
 
 TEST(UnicodeSweep, EveryCodePointInEveryContextGivesHfIds) {
-  const Tokenizer& tok = tokenizer();
-  const auto& g = golden();
+  const Tokenizer& tok = sweep_tokenizer();
+  const auto& g = sweep_golden();
   std::vector<std::string> contexts = g["contexts"];
   size_t chunks = 0, code_points = 0, bad = 0;
   for (const auto& c : g["code_point_chunks"]) {
@@ -96,8 +96,8 @@ TEST(UnicodeSweep, EveryCodePointInEveryContextGivesHfIds) {
 }
 
 TEST(UnicodeSweep, EveryCompositeDecomposedGivesHfIds) {
-  const Tokenizer& tok = tokenizer();
-  const auto& g = golden();
+  const Tokenizer& tok = sweep_tokenizer();
+  const auto& g = sweep_golden();
   std::vector<std::string> composites = g["composites"];
   ASSERT_GT(composites.size(), 900u);
   for (const auto& c : g["composite_cases"]) {
@@ -111,8 +111,8 @@ TEST(UnicodeSweep, EveryCompositeDecomposedGivesHfIds) {
 }
 
 TEST(UnicodeSweep, IllFormedUtf8IsReplacedAsPythonDoes) {
-  const Tokenizer& tok = tokenizer();
-  const auto& g = golden();
+  const Tokenizer& tok = sweep_tokenizer();
+  const auto& g = sweep_golden();
   // The sequences: the cartesian product of each family's byte lists, families in order.
   std::vector<std::string> seqs;
   for (const auto& family : g["byte_families"]) {

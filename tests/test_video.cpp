@@ -24,7 +24,7 @@
 namespace qvl {
 namespace {
 
-const nlohmann::json& golden() {
+const nlohmann::json& video_golden() {
   static const nlohmann::json g = [] {
     auto text = read_file_text(test::data_dir() + "/video_golden.json", 64 << 20);
     EXPECT_TRUE(text.ok()) << text.status().message();
@@ -47,8 +47,8 @@ class VideoFiles : public ::testing::Test {
 };
 
 TEST_F(VideoFiles, DecodeEveryFrameAsPyAvDoes) {
-  ASSERT_FALSE(golden()["clips"].empty());
-  for (const auto& clip : golden()["clips"]) {
+  ASSERT_FALSE(video_golden()["clips"].empty());
+  for (const auto& clip : video_golden()["clips"]) {
     const std::string file = clip["file"];
     SCOPED_TRACE(file);
     const std::vector<uint8_t> bytes = read_bytes(file);
@@ -75,8 +75,8 @@ TEST_F(VideoFiles, DecodeEveryFrameAsPyAvDoes) {
 }
 
 TEST_F(VideoFiles, BadFilesAreRefusedWithAReason) {
-  ASSERT_FALSE(golden()["bad"].empty());
-  for (const auto& f : golden()["bad"]) {
+  ASSERT_FALSE(video_golden()["bad"].empty());
+  for (const auto& f : video_golden()["bad"]) {
     SCOPED_TRACE(f.get<std::string>());
     auto v = preprocess_video_file(read_bytes(f), VideoProcessorConfig::qwen3_vl());
     ASSERT_FALSE(v.ok());
@@ -105,7 +105,7 @@ TEST_F(VideoFiles, BadFilesAreRefusedWithAReason) {
 }
 
 TEST(VideoProcessor, SamplingMatchesTheProcessor) {
-  const auto& rows = golden()["sampling"];
+  const auto& rows = video_golden()["sampling"];
   ASSERT_GT(rows.size(), 100u);
   for (const auto& r : rows) {
     const double fps = r["fps"].is_null() ? 2.0 : r["fps"].get<double>();
@@ -121,7 +121,7 @@ TEST(VideoProcessor, SamplingMatchesTheProcessor) {
 }
 
 TEST(VideoProcessor, SmartResizeMatchesTheProcessor) {
-  const auto& rows = golden()["smart_resize"];
+  const auto& rows = video_golden()["smart_resize"];
   ASSERT_GT(rows.size(), 100u);
   int errors = 0;
   for (const auto& r : rows) {
@@ -140,7 +140,7 @@ TEST(VideoProcessor, SmartResizeMatchesTheProcessor) {
 }
 
 TEST(VideoProcessor, TimestampsMatchTheProcessor) {
-  const auto& rows = golden()["timestamps"];
+  const auto& rows = video_golden()["timestamps"];
   ASSERT_GT(rows.size(), 10u);
   for (const auto& r : rows) {
     SCOPED_TRACE(r.dump());
@@ -160,7 +160,7 @@ TEST_F(VideoFiles, CasesMatchTheProcessorAndGetRopeIndex) {
   ASSERT_TRUE(icfg.ok());
   auto tok = Tokenizer::load(test::model_files_dir());
   ASSERT_TRUE(tok.ok()) << tok.status().message();
-  const auto& cases = golden()["cases"];
+  const auto& cases = video_golden()["cases"];
   ASSERT_GE(cases.size(), 5u);
   for (const auto& c : cases) {
     SCOPED_TRACE(c["name"].get<std::string>());
