@@ -61,9 +61,9 @@ qvl_add_fuzz_target(api_json)     # request bodies: JSON limits + parse -> OpenA
 qvl_add_fuzz_target(multipart)    # multipart/form-data bodies (POST /v1/vision/completion)
 qvl_add_fuzz_target(json_schema)  # structured output: schema compiler + byte acceptor (answers that pass must parse)
 qvl_add_fuzz_target(gguf)         # GGUF header, metadata, tensor table; dequantization of what it hands out
+qvl_add_fuzz_target(http)         # raw requests: header bytes, framing fields, chunked body lines
 if(AV_FOUND)
   qvl_add_fuzz_target(video)      # video containers: probe, sampling, decode, resize, patchify
-qvl_add_fuzz_target(http)         # raw requests: header bytes, framing fields, chunked body lines
 endif()
 
 # Open findings (tests/fuzz/findings/README.md) that a bounded run finds again within seconds: their bounded

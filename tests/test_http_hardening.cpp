@@ -454,11 +454,12 @@ TEST_F(HttpHardening, HostExpectAndMethodAreCheckedAsTheRfcsSay) {
     EXPECT_LT(seconds_since(t0), scaled(2.0));
   }
   // ... in any line of the framing, not only the first: a later chunk-size line, a trailer (each sent after
-  // the lines before it have been read), and a size line that never ends.
+  // the lines before it have been read), and a size line that never ends. No CRLF follows the bare LF, so
+  // Beast itself would find no line end to fail on and would wait for the body's deadline.
   for (const auto& [first, rest] : std::vector<std::pair<std::string, std::string>>{
-           {"1\r\n{\r\n", "1\n}\r\n0\r\n\r\n"},
+           {"1\r\n{\r\n", "1\n}"},
            {"2\r\n{}\r\n0\r\n", "X-T: y\n\r\n"},
-           {"2\r\n{}", "\r\n1\n}\r\n"},
+           {"2\r\n{}", "\r\n1\n}"},
            {"2\r\n{}\r\n", std::string(9000, '0')}}) {
     RawConn c(server_->port());
     const auto t0 = Clock::now();
@@ -467,7 +468,7 @@ TEST_F(HttpHardening, HostExpectAndMethodAreCheckedAsTheRfcsSay) {
     c.send(rest);
     const Reply r = c.read_response(5);
     EXPECT_EQ(r.status, 400) << rest.substr(0, 20);
-    EXPECT_NE(r.body.find("malformed HTTP request body"), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find("chunked framing"), std::string::npos) << r.body;
     EXPECT_LT(seconds_since(t0), scaled(2.0));
   }
   {

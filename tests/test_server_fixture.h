@@ -85,13 +85,13 @@ inline std::string data_uri(const std::string& name, const char* mime = "image/p
   return std::string("data:") + mime + ";base64," + image_base64(name);
 }
 
-// Options for a test server: tiny limits, one model thread, no access log.
 // The value of an unlabelled metric on a /metrics page ("\nNAME VALUE"); -1 when the page lacks it.
 inline double metric(const std::string& page, const std::string& name) {
   const size_t at = page.find("\n" + name + " ");
   return at == std::string::npos ? -1 : std::stod(page.substr(at + name.size() + 2));
 }
 
+// Options for a test server: tiny limits, one model thread, no access log.
 inline server::ServerOptions test_options() {
   server::ServerOptions o;
   o.port = 0;

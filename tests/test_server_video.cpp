@@ -111,7 +111,8 @@ TEST_F(ServerVideo, VideosDecodeWithinTheServersDecodeMemory) {
   o.timeout_s = 5;  // a reservation never given back would make a later request wait this long, then 503
   start(o);
   const std::string clip = video_base64("h264_30fps_64x48.mp4");
-  // 64x48 frames, 4 kept at 64x64: 3072 * 32 + 4 * 4096 * 3 bytes, well within 1 MiB; given back each time.
+  // 64x48 frames, 4 to 14 kept at 64x64: at most 3072 * 32 + 14 * 4096 * 3 bytes, within 1 MiB, and given back
+  // each time (eight would not fit together).
   for (int i = 0; i < 8; ++i) {
     Reply r = post("/v1/chat/completions", video_body(video_part(json{{"url", "data:video/mp4;base64," + clip},
                                                                        {"fps", 2 + i}})));  // not from the cache

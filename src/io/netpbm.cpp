@@ -22,7 +22,7 @@ namespace qvl {
 
 namespace {
 
-bool is_space(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
+bool is_pnm_space(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
 
 // Python's int() on a token of bytes: [+-] digits with single '_' between digits. -1: not a number;
 // values are capped at 2^31 (every use bounds them far lower).
@@ -59,7 +59,7 @@ class Header {
     while (t.size() <= 10) {
       if (pos_ >= d_.size()) break;
       const uint8_t c = d_[pos_++];
-      if (is_space(c)) {
+      if (is_pnm_space(c)) {
         if (t.empty()) continue;
         break;
       }
@@ -85,7 +85,7 @@ class Header {
 }  // namespace
 
 bool is_netpbm(std::span<const uint8_t> b) {
-  return b.size() >= 3 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6' && is_space(b[2]);
+  return b.size() >= 3 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6' && is_pnm_space(b[2]);
 }
 
 Result<ImageRGB> decode_netpbm(std::span<const uint8_t> d, const ImageDecodeLimits& limits,
@@ -177,7 +177,7 @@ Result<ImageRGB> decode_netpbm(std::span<const uint8_t> d, const ImageDecodeLimi
   size_t s = 0, q = 0;
   while (s < samples && q < text.size()) {
     const uint8_t c = text[q];
-    if (is_space(c)) {
+    if (is_pnm_space(c)) {
       ++q;
       continue;
     }
@@ -190,7 +190,7 @@ Result<ImageRGB> decode_netpbm(std::span<const uint8_t> d, const ImageDecodeLimi
       continue;
     }
     std::string t;
-    while (q < text.size() && !is_space(text[q])) {
+    while (q < text.size() && !is_pnm_space(text[q])) {
       if (t.size() > 10) return Status::Error("Netpbm: a sample token is over 10 characters");
       t += static_cast<char>(text[q++]);
     }

@@ -336,9 +336,10 @@ std::optional<ApiError> load_image_for_request(const ApiContext& ctx, ImageBudge
   return std::nullopt;
 }
 
-// One video of a request: its metadata read (no frame decoded), its decode's memory reserved from the server's
-// budget (ctx.decode_memory; waited for until the deadline, else 503) and one of the video decoders taken,
-// then decoded, sampled and made patches; the memory goes back as soon as the patches exist.
+// One video of a request: one of the video decoders taken (the probe may decode a frame or two), its metadata
+// read and its sampling planned, its decode's memory reserved from the server's budget (ctx.decode_memory;
+// waited for until the deadline, else 503), then decoded, sampled and made patches; the decoder and the
+// memory go back as soon as the patches exist, on every path.
 std::optional<ApiError> load_video_for_request(const ApiContext& ctx, const VideoRef& v, const VideoOptions& vo,
                                                std::chrono::steady_clock::time_point deadline, PreprocessedVideo& out) {
   const auto invalid = [&](const std::string& why) { return ApiError{400, why, "invalid_video", v.where}; };
@@ -348,6 +349,18 @@ std::optional<ApiError> load_video_for_request(const ApiContext& ctx, const Vide
   const Model* model = ctx.scheduler.model();
   VideoDecodeLimits limits = ctx.images.video_limits;
   limits.keep_going = [deadline] { return std::chrono::steady_clock::now() < deadline; };
+
+  if (!video_decoders().try_acquire_until(deadline))
+    return ApiError{503, "the server is busy decoding other videos; retry in a few seconds", "busy", "", 2};
+  struct Held {  // what this video holds, given back on every path out
+    DecodeMemory* memory = nullptr;
+    uint64_t bytes = 0;
+    ~Held() {
+      if (memory) memory->release(bytes);
+      video_decoders().release();
+    }
+  } held;
+
   auto info = probe_video(*bytes, limits);
   if (!info.ok()) return invalid(v.where + ": " + info.status().message());
   auto plan = plan_video(*info, model->video_config(), vo);
@@ -356,30 +369,24 @@ std::optional<ApiError> load_video_for_request(const ApiContext& ctx, const Vide
                                                     static_cast<int64_t>(plan->indices.size()),
                                                     int64_t{plan->resized.width} * plan->resized.height);
   if (ctx.decode_memory) {
+    const auto mib = [](uint64_t b) { return std::to_string((b + (1u << 20) - 1) >> 20); };  // rounded up
     switch (ctx.decode_memory->acquire(charge, deadline)) {
-      case DecodeMemory::Got::kOk: break;
+      case DecodeMemory::Got::kOk:
+        held.memory = ctx.decode_memory;
+        held.bytes = charge;
+        break;
       case DecodeMemory::Got::kTooLarge:
         return invalid(v.where + ": decoding this " + std::to_string(info->stored_width) + "x" +
                        std::to_string(info->stored_height) + " video (" + std::to_string(plan->indices.size()) +
-                       " frames kept) takes " + std::to_string(charge >> 20) + " MiB, over the server's decode memory of " +
-                       std::to_string(ctx.decode_memory->capacity() >> 20) + " MiB (--decode-memory-mb); send a smaller "
-                       "video or fewer frames (fps, max_frames)");
+                       " frames kept) takes " + mib(charge) + " MiB (" + std::to_string(charge) + " bytes), over the "
+                       "server's decode memory of " + mib(ctx.decode_memory->capacity()) + " MiB (--decode-memory-mb); "
+                       "send a smaller video or fewer frames (fps, max_frames)");
       case DecodeMemory::Got::kBusy:
         return ApiError{503, "the server is decoding other images or videos and has no room for " + v.where +
                              " before the request's deadline; retry in a moment", "busy", v.where, 2};
     }
   }
-  struct Held {  // gives the memory back on every path out
-    DecodeMemory* memory;
-    uint64_t bytes;
-    ~Held() {
-      if (memory) memory->release(bytes);
-    }
-  } held{ctx.decode_memory, charge};
-  if (!video_decoders().try_acquire_until(deadline))
-    return ApiError{503, "the server is busy decoding other videos; retry in a few seconds", "busy", "", 2};
   auto pre = preprocess_video_file(*bytes, model->video_config(), vo, limits);
-  video_decoders().release();
   if (!pre.ok()) return invalid(v.where + ": " + pre.status().message());
   // The groups' cache keys, hashed here rather than on the inference thread.
   for (const PreprocessedImage& g : pre->groups) pre->group_keys.push_back(frame_group_key(g));

@@ -9,11 +9,11 @@ namespace {
 
 constexpr std::string_view kToolCallOpen = "<tool_call>", kToolCallClose = "</tool_call>";
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  while (!s.empty() && is_json_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_json_space(s.back())) s.remove_suffix(1);
   return s;
 }
 

@@ -1,3 +1,4 @@
+// The request checks RFC 9112 and RFC 9110 ask for, on a request's bytes and parsed fields (framing.h).
 #include "server/http/framing.h"
 
 #include <arpa/inet.h>
