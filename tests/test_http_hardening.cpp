@@ -482,6 +482,20 @@ TEST_F(HttpHardening, HostExpectAndMethodAreCheckedAsTheRfcsSay) {
     const Reply r = c.read_response(5);  // read whole: "{}" is Ollama's "load the model", answered 200
     EXPECT_EQ(r.status, 200) << r.body;
   }
+  {
+    // A body that is only the last chunk, its bytes apart: Beast 1.74 asserted (abort) when "0\r\n" came back
+    // one byte longer. Read whole, it is an empty body: the handler's own 400; the server still answers.
+    RawConn c(server_->port());
+    c.send("POST /api/chat HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n");
+    for (const char* piece : {"0\r\n", "\r", "\n"}) {
+      c.send(piece);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const Reply r = c.read_response(5);
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_EQ(r.body.find("chunked framing"), std::string::npos) << r.body;
+    EXPECT_EQ(status("GET /health HTTP/1.1\r\n" + h).status, 200);
+  }
   Reply trace = status("TRACE /health HTTP/1.1\r\n" + h);
   EXPECT_EQ(trace.status, 405);
   EXPECT_EQ(trace.headers.count("Allow"), 1u);

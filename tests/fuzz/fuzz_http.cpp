@@ -1,8 +1,8 @@
 // Fuzz target: raw HTTP/1.1 requests as a client's bytes -> the checks http_server.cpp runs on them
 // (server/http/framing.h) around Beast's parser: raw_header_error on the header's bytes, Beast's header parse,
-// framing_error on the parsed fields, then the body fed to the parser as the server feeds it, with
-// chunk_framing_error on what the parser leaves after each batch. Nothing may throw out; every refusal has
-// a status the server sends and says why. The body is fed twice, whole and a byte at a time: a body taken
+// framing_error on the parsed fields, then the body through BodyReader as the server reads it
+// (chunk_framing_error on what the parser leaves after each batch). Nothing may throw out or abort (Beast's
+// assertions are live: the build has no NDEBUG); every refusal has a status the server sends and says why. The body is fed twice, whole and a byte at a time: a body taken
 // whole must be taken a byte at a time too, with the same bytes (the incremental checks never refuse a
 // request that arrives slowly).
 #include <algorithm>
@@ -45,37 +45,31 @@ std::unique_ptr<bhttp::request_parser<bhttp::string_body>> parse_header(std::str
   return parser;
 }
 
-// The body arriving `step` bytes at a time (0: all at once), handled as read_body_piece does.
+// The body arriving `step` bytes at a time (0: all at once), read as the server reads it (BodyReader).
 Result feed_body(std::string_view head, std::string_view body, size_t step) {
   Result r;
   auto parser = parse_header(head);
   QVL_CHECK(parser != nullptr);  // parsed once already
-  std::string pending;           // the server's buffer: received, not yet consumed
+  http::BodyReader reader;
+  std::string pending;  // the server's buffer: received, not yet taken by the parser
   size_t at = 0;
   for (;;) {
-    while (!parser->is_done() && !pending.empty()) {
-      boost::beast::error_code ec;
-      const size_t used = parser->put(boost::asio::buffer(pending.data(), pending.size()), ec);
-      pending.erase(0, used);
-      if (ec == bhttp::error::need_more) break;
-      if (ec) {
-        r.outcome = Outcome::kParseError;
-        return r;
-      }
-      if (used == 0) break;
+    const http::BodyStep s = reader.feed(*parser, pending);
+    QVL_CHECK(s.used <= pending.size());
+    pending.erase(0, s.used);
+    if (s.ec) {
+      r.outcome = Outcome::kParseError;
+      return r;
     }
-    if (parser->is_done()) {
+    if (s.done) {
       r.outcome = Outcome::kDone;
       r.body = parser->get().body();
       return r;
     }
-    if (parser->chunked()) {
-      const http::FramingError e = http::chunk_framing_error(pending);
-      if (e) {
-        QVL_CHECK(e.status == 400 && !e.message.empty());
-        r.outcome = Outcome::kRefused;
-        return r;
-      }
+    if (s.refusal) {
+      QVL_CHECK(s.refusal.status == 400 && !s.refusal.message.empty());
+      r.outcome = Outcome::kRefused;
+      return r;
     }
     if (at == body.size()) return r;  // the client stopped sending: the deadline would end it
     const size_t n = step == 0 ? body.size() - at : std::min(step, body.size() - at);

@@ -6,6 +6,9 @@
 
 #include <cstdint>
 
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/http/error.hpp>
+
 #include "server/http/request.h"
 
 namespace qvl::server::http {
@@ -119,30 +122,83 @@ FramingError framing_error(int version, std::string_view method,
                    kAllowedMethods + ")"};
 }
 
-FramingError chunk_framing_error(std::string_view b) {
-  const FramingError bare_lf{400, "malformed HTTP request body: a line of the chunked framing ends with a bare LF; "
-                                  "lines end with CRLF"};
-  if (b.size() > kMaxChunkFraming)
-    return {400, "malformed HTTP request body: a line of the chunked framing (chunk size, extensions, trailers) is "
-                 "over " + std::to_string(kMaxChunkFraming) + " bytes"};
+namespace {
+
+// The framing lines at the start of a chunked body's unconsumed bytes, as far as they have arrived.
+struct FramingScan {
+  bool bare_lf = false;        // a line ends with LF alone
+  bool last = false;           // the chunk-size line is complete and is the last chunk's (all zeros)
+  bool trailers_done = false;  // ... and the blank line that ends its trailers is here too
+};
+
+FramingScan scan_framing(std::string_view b) {
+  FramingScan s;
   size_t i = 0;
   if (b.starts_with("\r\n")) i = 2;  // the end of the previous chunk's data
   // The chunk-size line: hex digits, then extensions (";name=value") or whitespace, then CRLF.
   const size_t nl = b.find('\n', i);
-  if (nl == std::string_view::npos) return {};  // not all here yet
-  if (nl == 0 || b[nl - 1] != '\r') return bare_lf;
+  if (nl == std::string_view::npos) return s;  // not all here yet
+  if (nl == 0 || b[nl - 1] != '\r') {
+    s.bare_lf = true;
+    return s;
+  }
   size_t d = i;
   while (d < nl && b[d] == '0') ++d;
-  const bool last = d > i && (d == nl - 1 || !is_hex(b[d]));
-  if (!last) return {};  // chunk data follows: any bytes
+  s.last = d > i && (d == nl - 1 || !is_hex(b[d]));
+  if (!s.last) return s;  // chunk data follows: any bytes
   // The last chunk: trailer fields, each a line, up to a blank line. No data follows them.
   for (size_t at = nl + 1;;) {
     const size_t end = b.find('\n', at);
-    if (end == std::string_view::npos) return {};
-    if (end == at || b[end - 1] != '\r') return bare_lf;
-    if (end == at + 1) return {};  // the blank line: the body is complete
+    if (end == std::string_view::npos) return s;
+    if (end == at || b[end - 1] != '\r') {
+      s.bare_lf = true;
+      return s;
+    }
+    if (end == at + 1) {  // the blank line: the body is complete
+      s.trailers_done = true;
+      return s;
+    }
     at = end + 1;
   }
+}
+
+}  // namespace
+
+FramingError chunk_framing_error(std::string_view b) {
+  if (b.size() > kMaxChunkFraming)
+    return {400, "malformed HTTP request body: a line of the chunked framing (chunk size, extensions, trailers) is "
+                 "over " + std::to_string(kMaxChunkFraming) + " bytes"};
+  if (scan_framing(b).bare_lf)
+    return {400, "malformed HTTP request body: a line of the chunked framing ends with a bare LF; lines end with "
+                 "CRLF"};
+  return {};
+}
+
+bool last_chunk_incomplete(std::string_view b) {
+  const FramingScan s = scan_framing(b);
+  return s.last && !s.trailers_done;
+}
+
+BodyStep BodyReader::feed(RequestParser& parser, std::string_view unparsed) {
+  namespace bhttp = boost::beast::http;
+  BodyStep step;
+  while (!parser.is_done() && step.used < unparsed.size()) {
+    const std::string_view rest = unparsed.substr(step.used);
+    if (parser.chunked() && at_framing_ && last_chunk_incomplete(rest)) break;  // see the class comment
+    boost::beast::error_code ec;
+    const size_t used = parser.put(boost::asio::buffer(rest.data(), rest.size()), ec);  // one element at a time
+    step.used += used;
+    at_framing_ = ec == bhttp::error::need_more;
+    if (ec == bhttp::error::need_more) break;
+    if (ec) {
+      step.ec = ec;
+      return step;
+    }
+    if (used == 0) break;
+  }
+  step.done = parser.is_done();
+  if (!step.done && parser.chunked() && at_framing_) step.refusal = chunk_framing_error(unparsed.substr(step.used));
+  return step;
 }
 
 }  // namespace qvl::server::http

@@ -10,6 +10,10 @@
 #include <utility>
 #include <vector>
 
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+
 namespace qvl::server::http {
 
 // A refusal: an HTTP status and the message that says why. status 0: nothing wrong.
@@ -45,5 +49,31 @@ inline constexpr const char* kAllowedMethods = "GET, HEAD, POST, OPTIONS";
 // kMaxChunkFraming bytes is 400 too, so that a size line that never ends cannot grow the buffer.
 inline constexpr size_t kMaxChunkFraming = 8192;
 FramingError chunk_framing_error(std::string_view unparsed);
+
+// Whether `unparsed` (as for chunk_framing_error) holds the last chunk's line but not yet the blank line that
+// ends its trailers.
+bool last_chunk_incomplete(std::string_view unparsed);
+
+// A request body as its bytes arrive, handed to Beast's parser batch by batch with the checks above: what the
+// server's connection runs (http_server.cpp) and what fuzz_http drives.
+using RequestParser = boost::beast::http::request_parser<boost::beast::http::string_body>;
+struct BodyStep {
+  size_t used = 0;              // bytes of `unparsed` the parser took: drop them from the buffer
+  bool done = false;            // the body is complete
+  boost::beast::error_code ec;  // the parser refused the bytes (never need_more)
+  FramingError refusal;         // the framing checks refused them
+};
+class BodyReader {
+ public:
+  // Feeds the bytes not yet taken to `parser`, element by element. With nothing done and nothing refused, the
+  // caller reads more, appends it to what was not used, and calls again. A last chunk is handed to the parser
+  // only once its trailers are all here: Beast 1.74 asserts (basic_parser.ipp, `n >= 5`) when the bytes of a
+  // last chunk come back one byte longer than when it first saw them ("0\r\n", then "0\r\n\r") — a remote
+  // abort() in a build without NDEBUG, found by fuzz_http.
+  BodyStep feed(RequestParser& parser, std::string_view unparsed);
+
+ private:
+  bool at_framing_ = true;  // the bytes not taken start at a framing line (the parser asked for more there)
+};
 
 }  // namespace qvl::server::http

@@ -300,6 +300,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void read_request() {
     if (peer_.closed.load() || srv_->stopping.load()) return close();
     parser_.emplace();
+    body_reader_ = BodyReader();
     parser_->header_limit(static_cast<std::uint32_t>(limits().max_header));
     parser_->body_limit(static_cast<std::uint64_t>(limits().max_body));
     if (!first_ && buffer_.size() == 0) {  // keep-alive: wait for the next request's first bytes
@@ -456,29 +457,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
     read_body();
   }
 
-  // Reads the body under one deadline: the bytes as they arrive, each batch handed to the parser. What the
-  // parser leaves unconsumed of a chunked body is an incomplete framing line (a chunk size or a trailer): it is
-  // checked for a bare LF and for its length after every batch, where Beast alone would wait for the deadline.
+  // Reads the body under one deadline: the bytes as they arrive, each batch handed to the parser through
+  // BodyReader, which checks a chunked body's framing lines after every batch (a bare LF, a line too long: 400
+  // at once, where Beast alone would wait for the deadline).
   void read_body() {
     stream_.expires_after(millis(limits().body_timeout_s));
     read_body_piece();
   }
 
   void read_body_piece() {
-    while (!parser_->is_done() && buffer_.size() > 0) {
-      beast::error_code ec;
-      const size_t used = parser_->put(buffer_.data(), ec);  // one element at a time: header, chunk, data
-      buffer_.consume(used);
-      if (ec == bhttp::error::need_more) break;
-      if (ec) return on_body(ec);
-      if (used == 0) break;
-    }
-    if (parser_->is_done()) return on_body({});
-    if (parser_->chunked()) {
-      const auto d = buffer_.data();
-      if (const FramingError e = chunk_framing_error({static_cast<const char*>(d.data()), d.size()}))
-        return fail(e.status, e.message);
-    }
+    const auto d = buffer_.data();
+    const BodyStep step = body_reader_.feed(*parser_, {static_cast<const char*>(d.data()), d.size()});
+    buffer_.consume(step.used);
+    if (step.ec) return on_body(step.ec);
+    if (step.done) return on_body({});
+    if (step.refusal) return fail(step.refusal.status, step.refusal.message);
     stream_.async_read_some(buffer_.prepare(64 << 10), [self = shared_from_this()](beast::error_code ec, size_t n) {
       if (ec) return self->on_body(ec);  // timed out, went away: abandoned
       self->buffer_.commit(n);
@@ -630,6 +623,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  BodyReader body_reader_;  // the current request's body, batch by batch (framing.h)
   std::shared_ptr<Request> req_;
   PeerState peer_;
   std::string remote_;
