@@ -108,7 +108,7 @@ TEST_F(ServerVideo, PathsUnderTheMediaDirOnly) {
 TEST_F(ServerVideo, VideosDecodeWithinTheServersDecodeMemory) {
   server::ServerOptions o = test_options();
   o.decode_memory_mb = 1;
-  o.timeout_s = 5;  // a reservation never given back would make a later request wait this long, then 503
+  o.timeout_s = scaled(5);  // a reservation never given back would make a later request wait this long, then 503
   start(o);
   const std::string clip = video_base64("h264_30fps_64x48.mp4");
   // 64x48 frames, 4 to 14 kept at 64x64: at most 3072 * 32 + 14 * 4096 * 3 bytes, within 1 MiB, and given back
