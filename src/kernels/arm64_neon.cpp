@@ -13,7 +13,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/kernels.h"
+#include "kernels/arm64_neon.h"
 
 namespace qvl {
 namespace neon {

@@ -16,9 +16,13 @@
 #include <unistd.h>
 
 #include "kernels/x86_amx.h"
+#include "kernels/x86_avx512vnni.h"
+#include "kernels/x86_avxvnni.h"
 #elif defined(__aarch64__)
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
+
+#include "kernels/arm64_neon.h"
 #endif
 
 namespace qvl {
@@ -33,21 +37,6 @@ std::string& amx_refusal() {
   static std::string why;
   return why;
 }
-
-namespace avxvnni {  // x86_avxvnni.cpp
-void gemm_q8_0x8(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                 int64_t ldy, int mr);
-void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                 int64_t ldy, int mr);
-void gemm_q8_0x16(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                  int64_t ldy, int mr);
-void gemm_q4_0x16(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                  int64_t ldy, int mr);
-void gemm_q4_kx8(const BlockQ4_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                 int64_t ldy, int mr);
-void gemm_q5_kx8(const BlockQ5_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                 int64_t ldy, int mr);
-}  // namespace avxvnni
 
 const KernelTable* avxvnni_kernels() {
   const KernelTable* base = avx2_kernels();
@@ -68,32 +57,6 @@ const KernelTable* avxvnni_kernels() {
   }();
   return &table;
 }
-
-namespace avx512vnni {  // x86_avx512vnni.cpp
-void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc,
-                      int mr, int nc);
-float exp_scaled(float* x, int64_t n, float scale);
-void gemm_q8_0x16(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                  int64_t ldy, int mr);
-void gemm_q4_0x16(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                  int64_t ldy, int mr);
-void gemm_q8_0x32(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                  int64_t ldy, int mr);
-void gemm_q4_0x32(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                  int64_t ldy, int mr);
-void gemm_q4_kx8(const BlockQ4_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                 int64_t ldy, int mr);
-void gemm_q5_kx8(const BlockQ5_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                 int64_t ldy, int mr);
-void gemm_q6_kx8(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                 int64_t ldy, int mr);
-void gemm_q4_kx16(const BlockQ4_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                  int64_t ldy, int mr);
-void gemm_q5_kx16(const BlockQ5_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                  int64_t ldy, int mr);
-void gemm_q6_kx16(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                  int64_t ldy, int mr);
-}  // namespace avx512vnni
 
 const KernelTable* avx512vnni_kernels() {
   const KernelTable* base = avx2_kernels();
@@ -120,7 +83,6 @@ const KernelTable* avx512vnni_kernels() {
   }();
   return &table;
 }
-
 
 const KernelTable* amx_kernels() {
   const KernelTable* base = avx512vnni_kernels();
@@ -168,20 +130,6 @@ const KernelTable* amx_emulated_kernels() {
 const KernelTable* neon_kernels() { return nullptr; }
 
 #elif defined(__aarch64__)
-namespace neon {  // arm64_neon.cpp
-void gemm_q8_0x8(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                 int64_t ldy, int mr);
-void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                 int64_t ldy, int mr);
-void quantize_act(const float* x, int64_t cols, int8_t* q, float* d, int32_t* sum);
-void gemm_q4_kx8(const BlockQ4_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                 int64_t ldy, int mr);
-void gemm_q5_kx8(const BlockQ5_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                 int64_t ldy, int mr);
-void gemm_q6_kx8(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb, float* y,
-                 int64_t ldy, int mr);
-}  // namespace neon
-
 const KernelTable* neon_kernels() {
   const CpuFeatures f = cpu_features();
   if (!(f.asimd && f.asimddp)) return nullptr;

@@ -284,16 +284,32 @@ void gemm_q6_k_panel_ref(const BlockQ6_Kx8* w, int ngroups, const int8_t* xq, co
 namespace generic {
 namespace {
 const KernelTable& table() {
-  static const KernelTable table{"generic",      row_to_f32,    gemm_f32_tile, gemm_f32_nn_tile,
-                                 6, 16, exp_scaled, gelu_tanh,     silu_mul,      quantize_row_q8_0_ref,
-                                 dot_q8_0_rows,  dot_q4_0_rows, quantize_row_act_ref, gemm_q8_0x8,
-                                 gemm_q4_0x8,    two_groups<BlockQ8_0x8, gemm_q8_0x8>, two_groups<BlockQ4_0x8, gemm_q4_0x8>,
-                                 gemm_q4_kx8,    gemm_q5_kx8,   gemm_q6_kx8,
-                                 two_kgroups<BlockQ4_Kx8, gemm_q4_kx8>, two_kgroups<BlockQ5_Kx8, gemm_q5_kx8>,
-                                 two_kgroups<BlockQ6_Kx8, gemm_q6_kx8>,
-                                 nullptr,        nullptr,       nullptr,  // panels (AMX only)
-                                 nullptr,        nullptr,
-                                 nullptr,        nullptr};                  // four-group tiles (AVX-512 only)
+  static const KernelTable table{
+      .name = "generic",
+      .row_to_f32 = row_to_f32,
+      .gemm_f32_tile = gemm_f32_tile,
+      .gemm_f32_nn_tile = gemm_f32_nn_tile,
+      .nn_rows = 6,
+      .nn_cols = 16,
+      .exp_scaled = exp_scaled,
+      .gelu_tanh = gelu_tanh,
+      .silu_mul = silu_mul,
+      .quantize_q8_0 = quantize_row_q8_0_ref,
+      .dot_q8_0_rows = dot_q8_0_rows,
+      .dot_q4_0_rows = dot_q4_0_rows,
+      .quantize_act = quantize_row_act_ref,
+      .gemm_q8_0x8 = gemm_q8_0x8,
+      .gemm_q4_0x8 = gemm_q4_0x8,
+      .gemm_q8_0x16 = two_groups<BlockQ8_0x8, gemm_q8_0x8>,
+      .gemm_q4_0x16 = two_groups<BlockQ4_0x8, gemm_q4_0x8>,
+      .gemm_q4_kx8 = gemm_q4_kx8,
+      .gemm_q5_kx8 = gemm_q5_kx8,
+      .gemm_q6_kx8 = gemm_q6_kx8,
+      .gemm_q4_kx16 = two_kgroups<BlockQ4_Kx8, gemm_q4_kx8>,
+      .gemm_q5_kx16 = two_kgroups<BlockQ5_Kx8, gemm_q5_kx8>,
+      .gemm_q6_kx16 = two_kgroups<BlockQ6_Kx8, gemm_q6_kx8>,
+      // No panels (AMX only) and no four-group tiles (AVX-512 only): null.
+  };
   return table;
 }
 }  // namespace

@@ -94,25 +94,30 @@ struct KernelTable {
   // the AMX table has them; they pay a fixed cost per call (the weights staged in tile layout), so the
   // driver uses them from kPanelMinRows rows.
   void (*gemm_q8_0_panel)(const BlockQ8_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                          int64_t nb, int64_t n, float* y, int64_t ldy);
+                          int64_t nb, int64_t n, float* y, int64_t ldy) = nullptr;
   void (*gemm_q4_0_panel)(const BlockQ4_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                          int64_t nb, int64_t n, float* y, int64_t ldy);
+                          int64_t nb, int64_t n, float* y, int64_t ldy) = nullptr;
   // The same for K-quants (the groups w and w + nb / 8; nb % 8 == 0).
   void (*gemm_q4_k_panel)(const BlockQ4_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                          int64_t nb, int64_t n, float* y, int64_t ldy);
+                          int64_t nb, int64_t n, float* y, int64_t ldy) = nullptr;
   void (*gemm_q5_k_panel)(const BlockQ5_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                          int64_t nb, int64_t n, float* y, int64_t ldy);
+                          int64_t nb, int64_t n, float* y, int64_t ldy) = nullptr;
   void (*gemm_q6_k_panel)(const BlockQ6_Kx8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,
-                          int64_t nb, int64_t n, float* y, int64_t ldy);
+                          int64_t nb, int64_t n, float* y, int64_t ldy) = nullptr;
 
   // The Q8_0/Q4_0 tiles for four consecutive groups (w + g * nb for g < 4: 32 output columns
   // y[i * ldy + 0 .. 31]), where an activation broadcast can feed two 512-bit registers of weights. Null in
   // tables without them: the driver then takes pairs. Their slow twin: the one-group tile on each group.
   void (*gemm_q8_0x32)(const BlockQ8_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
-                       float* y, int64_t ldy, int mr);
+                       float* y, int64_t ldy, int mr) = nullptr;
   void (*gemm_q4_0x32)(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
-                       float* y, int64_t ldy, int mr);
+                       float* y, int64_t ldy, int mr) = nullptr;
 };
+
+// Declares one instruction set's kernel with the type of the table entry it fills: QVL_KERNEL(gemm_q8_0x8);
+// inside namespace qvl::avxvnni (kernels/x86_avxvnni.h) declares avxvnni::gemm_q8_0x8, whose definition must
+// then match the entry. A kernel's prototype is written once, in KernelTable above.
+#define QVL_KERNEL(entry) std::remove_pointer_t<decltype(::qvl::KernelTable::entry)> entry
 
 // The panels' slow twins: the generic tiles on 4 rows at a time.
 void gemm_q8_0_panel_ref(const BlockQ8_0x8* w, int ngroups, const int8_t* xq, const float* xd, const int32_t* xsum,

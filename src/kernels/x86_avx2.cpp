@@ -23,12 +23,7 @@ inline float bf2f(uint16_t h) {
   return f;
 }
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+#include "kernels/x86_tile_helpers.h"
 
 inline __m256i load_q4_0_as_i8(const BlockQ4_0& b) {
   // Low nibbles are values 0..15, high nibbles 16..31; subtract 8 to centre them.
@@ -375,24 +370,6 @@ void dot_q4_0_rows(const BlockQ4_0* w, const BlockQ8_0* x, int64_t nb, float* y,
   }
 }
 
-// Four activation values (one int32) broadcast to the 8 lanes, one per weight row of the group.
-inline __m256i bcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
-// Weight blocks are read once per activation row tile, in order (the groups of a thread's chunk follow
-// each other in memory): asking for the block kPrefetchBlocks ahead keeps decode, which reads every
-// weight once per token, at the memory bandwidth (LM head q4_0 GEMV 13.1 -> 8.1 ms, 21.5 GB/s; 8 blocks
-// ahead gave 9.4 ms, 32 the same as 16; bench_kernels).
-constexpr int kPrefetchBlocks = 16;
-template <class Block>
-inline void prefetch_ahead(const Block* w) {
-  const char* p = reinterpret_cast<const char*>(w + kPrefetchBlocks);
-  for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-}
-
 // Pins a vector to a register at this point: without it GCC reassociates the integer sums of a block into
 // a tree over all 32 products and spills them to the stack (2x slower, bench_kernels).
 #define QVL_KEEP_IN_REGISTER(v) asm("" : "+x"(v))
@@ -519,36 +496,32 @@ void gemm_q6_kx8(const BlockQ6_Kx8* w, const int8_t* xq, const float* xd, const 
 }  // namespace avx2
 
 const KernelTable* avx2_kernels() {
-  static const KernelTable table{"avx2",
-                                 avx2::row_to_f32,
-                                 avx2::gemm_f32_tile,
-                                 avx2::gemm_f32_nn_tile,
-                                 6,
-                                 16,
-                                 avx2::exp_scaled,
-                                 avx2::gelu_tanh,
-                                 avx2::silu_mul,
-                                 avx2::quantize_q8_0,
-                                 avx2::dot_q8_0_rows,
-                                 avx2::dot_q4_0_rows,
-                                 avx2::quantize_act,
-                                 avx2::gemm_q8_0x8,
-                                 avx2::gemm_q4_0x8,
-                                 two_groups<BlockQ8_0x8, avx2::gemm_q8_0x8>,
-                                 two_groups<BlockQ4_0x8, avx2::gemm_q4_0x8>,
-                                 avx2::gemm_q4_kx8,
-                                 avx2::gemm_q5_kx8,
-                                 avx2::gemm_q6_kx8,
-                                 two_kgroups<BlockQ4_Kx8, avx2::gemm_q4_kx8>,
-                                 two_kgroups<BlockQ5_Kx8, avx2::gemm_q5_kx8>,
-                                 two_kgroups<BlockQ6_Kx8, avx2::gemm_q6_kx8>,
-                                 nullptr,  // panels (AMX only)
-                                 nullptr,
-                                 nullptr,
-                                 nullptr,
-                                 nullptr,
-                                 nullptr,  // four-group tiles (AVX-512 only)
-                                 nullptr};
+  static const KernelTable table{
+      .name = "avx2",
+      .row_to_f32 = avx2::row_to_f32,
+      .gemm_f32_tile = avx2::gemm_f32_tile,
+      .gemm_f32_nn_tile = avx2::gemm_f32_nn_tile,
+      .nn_rows = 6,
+      .nn_cols = 16,
+      .exp_scaled = avx2::exp_scaled,
+      .gelu_tanh = avx2::gelu_tanh,
+      .silu_mul = avx2::silu_mul,
+      .quantize_q8_0 = avx2::quantize_q8_0,
+      .dot_q8_0_rows = avx2::dot_q8_0_rows,
+      .dot_q4_0_rows = avx2::dot_q4_0_rows,
+      .quantize_act = avx2::quantize_act,
+      .gemm_q8_0x8 = avx2::gemm_q8_0x8,
+      .gemm_q4_0x8 = avx2::gemm_q4_0x8,
+      .gemm_q8_0x16 = two_groups<BlockQ8_0x8, avx2::gemm_q8_0x8>,
+      .gemm_q4_0x16 = two_groups<BlockQ4_0x8, avx2::gemm_q4_0x8>,
+      .gemm_q4_kx8 = avx2::gemm_q4_kx8,
+      .gemm_q5_kx8 = avx2::gemm_q5_kx8,
+      .gemm_q6_kx8 = avx2::gemm_q6_kx8,
+      .gemm_q4_kx16 = two_kgroups<BlockQ4_Kx8, avx2::gemm_q4_kx8>,
+      .gemm_q5_kx16 = two_kgroups<BlockQ5_Kx8, avx2::gemm_q5_kx8>,
+      .gemm_q6_kx16 = two_kgroups<BlockQ6_Kx8, avx2::gemm_q6_kx8>,
+      // No panels (AMX only) and no four-group tiles (AVX-512 only): null.
+  };
   const CpuFeatures f = cpu_features();
   return f.avx2 && f.fma && f.f16c && f.os_ymm ? &table : nullptr;
 }

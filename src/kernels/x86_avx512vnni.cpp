@@ -11,22 +11,13 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/kernels.h"
+#include "kernels/x86_avx512vnni.h"
 
 namespace qvl {
 namespace avx512vnni {
 namespace {
 
-// Weight blocks are read once per activation row tile, in order (the groups of a thread's chunk follow
-// each other in memory): asking for the block kPrefetchBlocks ahead keeps decode, which reads every
-// weight once per token, at the memory bandwidth (LM head q4_0 GEMV 13.1 -> 8.1 ms, 21.5 GB/s; 8 blocks
-// ahead gave 9.4 ms, 32 the same as 16; bench_kernels).
-constexpr int kPrefetchBlocks = 16;
-template <class Block>
-inline void prefetch_ahead(const Block* w) {
-  const char* p = reinterpret_cast<const char*>(w + kPrefetchBlocks);
-  for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-}
+#include "kernels/x86_tile_helpers.h"
 
 // Two groups at once on 512-bit registers: lanes 0-7 are group g's rows, 8-15 group g+1's (the blocks of
 // both, one 256-bit half each). Each row's sums run in two accumulators (even and odd chunks): vpdpbusd's
@@ -321,12 +312,6 @@ void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, 
 // ---- K-quant GEMM tiles: x86_kquant_tiles.h with the EVEX 256-bit vpdpbusd ------------------------------
 
 namespace {
-
-inline __m256i bcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
 
 struct Vnni256Dot {
   using Part = __m256i;

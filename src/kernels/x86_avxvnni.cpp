@@ -9,27 +9,13 @@
 
 #include <cstring>
 
-#include "kernels/kernels.h"
+#include "kernels/x86_avxvnni.h"
 
 namespace qvl {
 namespace avxvnni {
 namespace {
 
-// Weight blocks are read once per activation row tile, in order: the block kPrefetchBlocks ahead is asked
-// for (the AVX2 table's measured distance).
-constexpr int kPrefetchBlocks = 16;
-template <class Block>
-inline void prefetch_ahead(const Block* w) {
-  const char* p = reinterpret_cast<const char*>(w + kPrefetchBlocks);
-  for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-}
-
-// Four activation values (one int32) broadcast to the 8 lanes, one per weight row of the group.
-inline __m256i bcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
+#include "kernels/x86_tile_helpers.h"
 
 inline __m256 scales(const uint16_t* d) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d))); }
 

@@ -1,0 +1,24 @@
+// The AVX-512 VNNI table's own kernels (x86_avx512vnni.cpp), for dispatch.cpp, which builds the table on
+// the AVX2 one, and the tests. Each is the KernelTable entry of the same name.
+#pragma once
+
+#include "kernels/kernels.h"
+
+namespace qvl {
+namespace avx512vnni {
+
+QVL_KERNEL(gemm_f32_nn_tile);
+QVL_KERNEL(exp_scaled);
+QVL_KERNEL(gemm_q8_0x16);
+QVL_KERNEL(gemm_q4_0x16);
+QVL_KERNEL(gemm_q8_0x32);
+QVL_KERNEL(gemm_q4_0x32);
+QVL_KERNEL(gemm_q4_kx8);
+QVL_KERNEL(gemm_q5_kx8);
+QVL_KERNEL(gemm_q6_kx8);
+QVL_KERNEL(gemm_q4_kx16);
+QVL_KERNEL(gemm_q5_kx16);
+QVL_KERNEL(gemm_q6_kx16);
+
+}  // namespace avx512vnni
+}  // namespace qvl
