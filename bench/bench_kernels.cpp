@@ -5,7 +5,7 @@
 #include <cstring>
 #include <random>
 
-#include "io/kquant.h"
+#include "tensor/kquant.h"
 #include "kernels/attention.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"

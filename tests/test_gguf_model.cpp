@@ -85,7 +85,7 @@ TEST(GgufModel, WrittenGgufHoldsQvlsBlocksAndLoadsAgain) {
       const size_t rb = g->bytes / static_cast<size_t>(sv->shape[0]);
       std::vector<uint8_t> want(rb);
       for (int64_t r = 0; r < std::min<int64_t>(sv->shape[0], 64); ++r) {
-        m.row_to_f32(r, row.data());
+        row_to_f32(m, r, row.data());
         if (t == WeightType::kQ8_0) {
           quantize_row_q8_0_ref(row.data(), reinterpret_cast<BlockQ8_0*>(want.data()), cols);
         } else {
@@ -218,7 +218,7 @@ TEST(GgufModel, KQuantMatricesAreBoundAsStored) {
     std::vector<float> want(static_cast<size_t>(cols)), got(static_cast<size_t>(cols));
     for (int64_t r = 0; r < rows; ++r) {
       ASSERT_TRUE(gguf_dequantize_row(g->type, g->data + r * (g->bytes / rows), want.data(), cols).ok());
-      m.row_to_f32(r, got.data());
+      row_to_f32(m, r, got.data());
       ASSERT_EQ(want, got) << "row " << r;
     }
   }

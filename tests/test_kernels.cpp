@@ -281,7 +281,7 @@ void check_interleaved_gemm(WeightType type) {
       run(g, ya);
       std::vector<float> wrow(k);
       for (int c = 0; c < 8; ++c) {
-        Mat{type, 8, k, rows.data()}.row_to_f32(c, wrow.data());
+        row_to_f32(Mat{type, 8, k, rows.data()}, c, wrow.data());
         for (int i = 0; i < mr; ++i) {
           double want = 0, abs_sum = 0;
           for (int64_t u = 0; u < k; ++u) {
@@ -398,8 +398,8 @@ TEST(Matmul, InterleavedQuantizedMatchesAPlainFloatProduct) {
       matmul(pool, x.data(), n, w, nullptr, y.data());
       double max_ref = 0, max_err = 0;
       for (int64_t j = 0; j < m; ++j) {
-        w.row_to_f32(j, wrow.data());
-        Mat{type, m, k, rows.data()}.row_to_f32(j, wrow2.data());
+        row_to_f32(w, j, wrow.data());
+        row_to_f32(Mat{type, m, k, rows.data()}, j, wrow2.data());
         ASSERT_EQ(wrow, wrow2) << "row " << j << " reads back differently once interleaved";
         for (int64_t i = 0; i < n; ++i) {
           double s = 0;
@@ -438,7 +438,7 @@ TEST(Matmul, MatchesAPlainFloatProductForEveryWeightType) {
       matmul(pool, x.data(), n, c.w, bias.data(), y.data());
       double max_ref = 0, max_err = 0;
       for (int64_t j = 0; j < m; ++j) {
-        c.w.row_to_f32(j, wrow.data());
+        row_to_f32(c.w, j, wrow.data());
         for (int64_t i = 0; i < n; ++i) {
           double s = bias[j];
           for (int64_t u = 0; u < k; ++u) s += double{x[i * k + u]} * wrow[u];
@@ -595,8 +595,8 @@ TEST(Kernels, KQuantInterleavedBlocksUnpackToTheRowsPacked) {
     EXPECT_NE(packed, rows);
     std::vector<float> a(k), b(k);
     for (int64_t r = 0; r < 16; ++r) {
-      Mat{type, 16, k, rows.data()}.row_to_f32(r, a.data());
-      w.row_to_f32(r, b.data());
+      row_to_f32(Mat{type, 16, k, rows.data()}, r, a.data());
+      row_to_f32(w, r, b.data());
       ASSERT_EQ(a, b) << weight_type_name(type) << " row " << r;
     }
     const size_t rb = row_bytes(type, k);
@@ -645,7 +645,7 @@ TEST(Matmul, KQuantMatchesAPlainFloatProduct) {
       matmul(pool, x.data(), n, w, nullptr, y.data());
       double max_ref = 0, max_err = 0;
       for (int64_t j = 0; j < m; ++j) {
-        plain.row_to_f32(j, wrow.data());
+        row_to_f32(plain, j, wrow.data());
         for (int64_t i = 0; i < n; ++i) {
           double s = 0;
           for (int64_t u = 0; u < k; ++u) s += double{x[i * k + u]} * wrow[u];

@@ -1,4 +1,4 @@
-// K-quant writing (io/kquant.h): what the quantizers write reads back through gguf_dequantize_row (ggml's
+// K-quant writing (tensor/kquant.h): what the quantizers write reads back through gguf_dequantize_row (ggml's
 // dequantization, itself checked against the gguf package) close to the input, on awkward rows: Gaussian,
 // heavy outliers, all-positive, all-negative, constant, zero; the codes use their whole range.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "io/gguf.h"
-#include "io/kquant.h"
+#include "tensor/kquant.h"
 
 namespace qvl {
 namespace {
@@ -43,6 +43,13 @@ std::vector<Case> rows() {
   return out;
 }
 
+// The weight type of a GGML id (the quantizers take qvl's types; the reader, GGML's ids).
+WeightType wt(GgmlType g) {
+  WeightType t = WeightType::kF32;
+  EXPECT_TRUE(weight_type_from_ggml(static_cast<uint32_t>(g), &t));
+  return t;
+}
+
 // RMS error over RMS of the input, per type: the bounds a 4-, 5- and 6-bit code with 6-/8-bit scales allows
 // (Gaussian rows: about 0.07, 0.035, 0.017; a row with 100-sigma outliers costs the small sub-blocks their
 // scales' precision).
@@ -52,7 +59,7 @@ void check(GgmlType type, double bound) {
     SCOPED_TRACE(c.name);
     const int64_t n = static_cast<int64_t>(c.x.size());
     std::vector<uint8_t> q(static_cast<size_t>(n / 256 * ggml_block_bytes(type)));
-    ASSERT_TRUE(quantize_row_kquant(type, c.x.data(), q.data(), n).ok());
+    ASSERT_TRUE(quantize_row_kquant(wt(type), c.x.data(), q.data(), n).ok());
     std::vector<float> y(static_cast<size_t>(n));
     ASSERT_TRUE(gguf_dequantize_row(static_cast<uint32_t>(type), q.data(), y.data(), n).ok());
     double err = 0, ref = 0, worst = 0;
@@ -86,7 +93,7 @@ TEST(KQuant, MoreBitsLessErrorAndFullRange) {
   auto rms = [&](GgmlType t) {
     const int64_t n = static_cast<int64_t>(g.x.size());
     std::vector<uint8_t> q(static_cast<size_t>(n / 256 * ggml_block_bytes(t)));
-    EXPECT_TRUE(quantize_row_kquant(t, g.x.data(), q.data(), n).ok());
+    EXPECT_TRUE(quantize_row_kquant(wt(t), g.x.data(), q.data(), n).ok());
     std::vector<float> y(static_cast<size_t>(n));
     EXPECT_TRUE(gguf_dequantize_row(static_cast<uint32_t>(t), q.data(), y.data(), n).ok());
     double e = 0;
@@ -109,8 +116,8 @@ TEST(KQuant, MoreBitsLessErrorAndFullRange) {
 TEST(KQuant, RefusesPartialSuperBlocksAndOtherTypes) {
   std::vector<float> x(300, 1.0f);
   std::vector<uint8_t> q(1024);
-  EXPECT_FALSE(quantize_row_kquant(GgmlType::kQ4_K, x.data(), q.data(), 300).ok());
-  EXPECT_FALSE(quantize_row_kquant(GgmlType::kQ8_0, x.data(), q.data(), 256).ok());
+  EXPECT_FALSE(quantize_row_kquant(WeightType::kQ4_K, x.data(), q.data(), 300).ok());
+  EXPECT_FALSE(quantize_row_kquant(WeightType::kQ8_0, x.data(), q.data(), 256).ok());
 }
 
 }  // namespace

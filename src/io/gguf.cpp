@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "tensor/dtype.h"
+#include "tensor/weight_type.h"
 #include "tensor/quant.h"
 
 namespace qvl {
@@ -149,34 +150,21 @@ const char* ggml_type_name(uint32_t type) {
 }
 
 bool ggml_type_supported(uint32_t t) {
-  switch (static_cast<GgmlType>(t)) {
-    case GgmlType::kF32: case GgmlType::kF16: case GgmlType::kBF16: case GgmlType::kQ4_0: case GgmlType::kQ8_0:
-    case GgmlType::kQ4_K: case GgmlType::kQ5_K: case GgmlType::kQ6_K:
-      return true;
-  }
-  return false;
+  WeightType w;
+  return weight_type_from_ggml(t, &w);
 }
 
-int64_t ggml_block_values(GgmlType t) {
-  switch (t) {
-    case GgmlType::kQ4_0: case GgmlType::kQ8_0: return 32;
-    case GgmlType::kQ4_K: case GgmlType::kQ5_K: case GgmlType::kQ6_K: return 256;
-    default: return 1;
-  }
+namespace {
+const WeightTypeTraits& traits_of(GgmlType t) {
+  WeightType w = WeightType::kF32;
+  QVL_CHECK(weight_type_from_ggml(static_cast<uint32_t>(t), &w));
+  return weight_type_traits(w);
 }
+}  // namespace
 
-int64_t ggml_block_bytes(GgmlType t) {
-  switch (t) {
-    case GgmlType::kF32: return 4;
-    case GgmlType::kF16: case GgmlType::kBF16: return 2;
-    case GgmlType::kQ4_0: return 18;
-    case GgmlType::kQ8_0: return 34;
-    case GgmlType::kQ4_K: return 144;
-    case GgmlType::kQ5_K: return 176;
-    case GgmlType::kQ6_K: return 210;
-  }
-  return 0;
-}
+int64_t ggml_block_values(GgmlType t) { return traits_of(t).block_values; }
+
+int64_t ggml_block_bytes(GgmlType t) { return traits_of(t).block_bytes; }
 
 int64_t GgufTensor::numel() const {
   int64_t n = 1;
@@ -477,62 +465,23 @@ Status GgufWriter::write(const std::string& path) const {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Dequantization, ggml's dequantize_row_* (ggml-quants.c) in its float arithmetic and order.
-
-namespace {
-
-uint16_t u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-
-template <class Block, void (*Dequantize)(const Block*, float*, int64_t)>
-Status dequantize_blocks(const uint8_t* x, float* y, int64_t n) {
-  for (int64_t b = 0; b < n / kQKK; ++b) {
-    Block block;
-    std::memcpy(&block, x + b * static_cast<int64_t>(sizeof(Block)), sizeof(Block));
-    Dequantize(&block, y + b * kQKK, kQKK);
-  }
-  return Status::Ok();
-}
-
-}  // namespace
+// Dequantization, ggml's dequantize_row_* (ggml-quants.c) in its float arithmetic and order: the weight-type
+// table's reference conversions (tensor/weight_type.h).
 
 Status gguf_dequantize_row(uint32_t type, const uint8_t* x, float* y, int64_t n) {
   if (!ggml_type_supported(type)) return Status::Error(std::string("cannot dequantize GGML type ") + ggml_type_name(type));
-  const GgmlType t = static_cast<GgmlType>(type);
-  if (n % ggml_block_values(t) != 0)
+  const WeightTypeTraits& t = traits_of(static_cast<GgmlType>(type));
+  if (n % t.block_values != 0)
     return Status::Error(std::string(ggml_type_name(type)) + ": a row of " + std::to_string(n) + " values is not whole blocks of " +
-                         std::to_string(ggml_block_values(t)));
-  switch (t) {
-    case GgmlType::kF32:
-      std::memcpy(y, x, static_cast<size_t>(n) * 4);
-      return Status::Ok();
-    case GgmlType::kF16:
-      for (int64_t i = 0; i < n; ++i) y[i] = f16_to_f32(u16(x + 2 * i));
-      return Status::Ok();
-    case GgmlType::kBF16:
-      for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_f32(u16(x + 2 * i));
-      return Status::Ok();
-    case GgmlType::kQ4_0:
-      for (int64_t b = 0; b < n / 32; ++b, x += 18, y += 32) {
-        const float d = f16_to_f32(u16(x));
-        for (int j = 0; j < 16; ++j) {
-          y[j] = static_cast<float>((x[2 + j] & 0x0F) - 8) * d;
-          y[j + 16] = static_cast<float>((x[2 + j] >> 4) - 8) * d;
-        }
-      }
-      return Status::Ok();
-    case GgmlType::kQ8_0:
-      for (int64_t b = 0; b < n / 32; ++b, x += 34, y += 32) {
-        const float d = f16_to_f32(u16(x));
-        for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(static_cast<int8_t>(x[2 + j])) * d;
-      }
-      return Status::Ok();
-    // The file's bytes may sit at any address (general.alignment can be 1): each super-block is copied to
-    // an aligned one first.
-    case GgmlType::kQ4_K: return dequantize_blocks<BlockQ4_K, dequantize_row_q4_k_ref>(x, y, n);
-    case GgmlType::kQ5_K: return dequantize_blocks<BlockQ5_K, dequantize_row_q5_k_ref>(x, y, n);
-    case GgmlType::kQ6_K: return dequantize_blocks<BlockQ6_K, dequantize_row_q6_k_ref>(x, y, n);
-  }
-  return Status::Error("unreachable");
+                         std::to_string(t.block_values));
+  // The file's bytes may sit at any address (general.alignment can be 1): the row is copied to aligned
+  // memory first.
+  const size_t bytes = static_cast<size_t>(n / t.block_values * t.block_bytes);
+  thread_local std::vector<uint64_t> aligned;  // [bytes / 8 rounded up]
+  aligned.resize((bytes + 7) / 8);
+  std::memcpy(aligned.data(), x, bytes);
+  t.to_f32(aligned.data(), y, n);
+  return Status::Ok();
 }
 
 }  // namespace qvl

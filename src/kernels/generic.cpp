@@ -11,36 +11,7 @@ namespace generic {  // named, so that a unity build's other files (ops.h's gelu
 namespace {
 
 void row_to_f32(WeightType type, const void* row, float* out, int64_t cols) {
-  switch (type) {
-    case WeightType::kF32:
-      std::memcpy(out, row, static_cast<size_t>(cols) * sizeof(float));
-      return;
-    case WeightType::kBF16: {
-      const uint16_t* p = static_cast<const uint16_t*>(row);
-      for (int64_t i = 0; i < cols; ++i) out[i] = bf16_to_f32(p[i]);
-      return;
-    }
-    case WeightType::kF16: {
-      const uint16_t* p = static_cast<const uint16_t*>(row);
-      for (int64_t i = 0; i < cols; ++i) out[i] = f16_to_f32(p[i]);
-      return;
-    }
-    case WeightType::kQ8_0:
-      dequantize_row_q8_0_ref(static_cast<const BlockQ8_0*>(row), out, cols);
-      return;
-    case WeightType::kQ4_0:
-      dequantize_row_q4_0_ref(static_cast<const BlockQ4_0*>(row), out, cols);
-      return;
-    case WeightType::kQ4_K:
-      dequantize_row_q4_k_ref(static_cast<const BlockQ4_K*>(row), out, cols);
-      return;
-    case WeightType::kQ5_K:
-      dequantize_row_q5_k_ref(static_cast<const BlockQ5_K*>(row), out, cols);
-      return;
-    case WeightType::kQ6_K:
-      dequantize_row_q6_k_ref(static_cast<const BlockQ6_K*>(row), out, cols);
-      return;
-  }
+  weight_type_traits(type).to_f32(row, out, cols);
 }
 
 void gemm_f32_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k, float* y, int64_t ldy,

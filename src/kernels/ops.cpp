@@ -12,37 +12,23 @@
 
 namespace qvl {
 
-void Mat::row_to_f32(int64_t r, float* out) const {
-  if (layout == Layout::kRows) return kernels().row_to_f32(type, row(r), out, cols);
-  const int c = static_cast<int>(r % 8);
-  const void* g = group(r / 8);
-  std::vector<uint8_t> tmp(row_bytes(type, cols));
-  void* dst = tmp.data();
-  switch (type) {
-    case WeightType::kQ8_0: unpack_q8_0x8(static_cast<const BlockQ8_0x8*>(g), c, cols / kQK, static_cast<BlockQ8_0*>(dst)); break;
-    case WeightType::kQ4_0: unpack_q4_0x8(static_cast<const BlockQ4_0x8*>(g), c, cols / kQK, static_cast<BlockQ4_0*>(dst)); break;
-    case WeightType::kQ4_K: unpack_q4_kx8(static_cast<const BlockQ4_Kx8*>(g), c, cols / kQKK, static_cast<BlockQ4_K*>(dst)); break;
-    case WeightType::kQ5_K: unpack_q5_kx8(static_cast<const BlockQ5_Kx8*>(g), c, cols / kQKK, static_cast<BlockQ5_K*>(dst)); break;
-    case WeightType::kQ6_K: unpack_q6_kx8(static_cast<const BlockQ6_Kx8*>(g), c, cols / kQKK, static_cast<BlockQ6_K*>(dst)); break;
-    default: QVL_CHECK(false && "interleaved float matrix");
-  }
-  kernels().row_to_f32(type, tmp.data(), out, cols);
+void row_to_f32(const Mat& w, int64_t r, float* out) {
+  const KernelTable& K = kernels();
+  if (w.layout == Layout::kRows) return K.row_to_f32(w.type, w.row(r), out, w.cols);
+  const WeightTypeTraits& t = weight_type_traits(w.type);
+  QVL_CHECK(t.unpack_x8 != nullptr && "interleaved float matrix");
+  std::vector<uint8_t> tmp(row_bytes(w.type, w.cols));  // one row of blocks
+  t.unpack_x8(w.group(r / 8), static_cast<int>(r % 8), w.cols / t.block_values, tmp.data());
+  K.row_to_f32(w.type, tmp.data(), out, w.cols);
 }
 
 Mat interleave8(const Mat& w, void* out) {
   QVL_CHECK(w.layout == Layout::kRows && is_interleavable(w.type) && w.rows % 8 == 0);
-  QVL_CHECK(!is_kquant(w.type) || w.cols % kQKK == 0);
+  const WeightTypeTraits& t = weight_type_traits(w.type);
+  QVL_CHECK(w.cols % t.block_values == 0);
   for (int64_t g = 0; g < w.rows / 8; ++g) {
     uint8_t* dst = static_cast<uint8_t*>(out) + static_cast<size_t>(8 * g) * row_bytes(w.type, w.cols);
-    const void* src = w.row(8 * g);
-    switch (w.type) {
-      case WeightType::kQ8_0: pack_q8_0x8(static_cast<const BlockQ8_0*>(src), w.cols / kQK, reinterpret_cast<BlockQ8_0x8*>(dst)); break;
-      case WeightType::kQ4_0: pack_q4_0x8(static_cast<const BlockQ4_0*>(src), w.cols / kQK, reinterpret_cast<BlockQ4_0x8*>(dst)); break;
-      case WeightType::kQ4_K: pack_q4_kx8(static_cast<const BlockQ4_K*>(src), w.cols / kQKK, reinterpret_cast<BlockQ4_Kx8*>(dst)); break;
-      case WeightType::kQ5_K: pack_q5_kx8(static_cast<const BlockQ5_K*>(src), w.cols / kQKK, reinterpret_cast<BlockQ5_Kx8*>(dst)); break;
-      case WeightType::kQ6_K: pack_q6_kx8(static_cast<const BlockQ6_K*>(src), w.cols / kQKK, reinterpret_cast<BlockQ6_Kx8*>(dst)); break;
-      default: break;
-    }
+    t.pack_x8(w.row(8 * g), w.cols / t.block_values, dst);
   }
   Mat m = w;
   m.data = out;
@@ -229,7 +215,7 @@ void matmul_with(const KernelTable& K, ThreadPool& pool, const float* x, int64_t
   // few rows, else the blocks are widened to float32 once per block of weight rows for the float tiles.
   if (w.layout == Layout::kInterleaved8) {
     matmul_interleaved(pool, K, x, n, w, y);
-  } else if (is_quantized(w.type) && n <= kMaxRowsForIntegerDots) {
+  } else if (is_block32_quant(w.type) && n <= kMaxRowsForIntegerDots) {
     matmul_quantized(pool, K, x, n, w, y);
   } else {
     matmul_float(pool, K, x, n, w, y);

@@ -6,37 +6,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "tensor/mat.h"
 #include "tensor/quant.h"
 #include "util/thread_pool.h"
 
 namespace qvl {
 
-// How a matrix's storage is ordered: row after row, or (quantized types, rows % 8 == 0) groups of 8 rows
-// whose blocks are interleaved (BlockQ8_0x8, BlockQ4_0x8, BlockQ4_Kx8, ...) for the integer GEMM kernels.
-enum class Layout { kRows, kInterleaved8 };
-
-// A weight matrix [rows, cols] (PyTorch's [out_features, in_features]), not owned: float rows as in the
-// checkpoint, rows of quantized blocks, or interleaved groups of 8 such rows.
-struct Mat {
-  WeightType type = WeightType::kF32;
-  int64_t rows = 0;
-  int64_t cols = 0;
-  const void* data = nullptr;
-  Layout layout = Layout::kRows;
-
-  bool empty() const { return data == nullptr; }
-  // Row r's storage (Layout::kRows only).
-  const void* row(int64_t r) const {
-    return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_bytes(type, cols);
-  }
-  // The interleaved blocks of rows 8g .. 8g+7 (Layout::kInterleaved8 only): 8 rows' worth of bytes.
-  const void* group(int64_t g) const {
-    return static_cast<const uint8_t*>(data) + static_cast<size_t>(8 * g) * row_bytes(type, cols);
-  }
-  size_t bytes() const { return static_cast<size_t>(rows) * row_bytes(type, cols); }
-  // Converts row r to float32 into out[0, cols).
-  void row_to_f32(int64_t r, float* out) const;
-};
+// Converts row r of w to float32 into out[0, w.cols), on the kernel table in use (an interleaved row is
+// unpacked first).
+void row_to_f32(const Mat& w, int64_t r, float* out);
 
 // y[n, m] = x[n, k] · W[m, k]ᵀ (+ bias[m]). x and y are float32 row-major; bias may be null. Float weights
 // are widened to float32 a block of rows at a time; with interleaved quantized weights the activations are

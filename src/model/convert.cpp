@@ -7,28 +7,10 @@
 namespace qvl {
 
 void narrow_row(const float* in, WeightType type, void* out, int64_t cols) {
-  switch (type) {
-    case WeightType::kF32:
-      std::copy(in, in + cols, static_cast<float*>(out));
-      return;
-    case WeightType::kF16:
-      for (int64_t i = 0; i < cols; ++i) static_cast<uint16_t*>(out)[i] = f32_to_f16(in[i]);
-      return;
-    case WeightType::kBF16:
-      for (int64_t i = 0; i < cols; ++i) static_cast<uint16_t*>(out)[i] = f32_to_bf16(in[i]);
-      return;
-    case WeightType::kQ8_0:
-      kernels().quantize_q8_0(in, static_cast<BlockQ8_0*>(out), cols);
-      return;
-    case WeightType::kQ4_0:
-      quantize_row_q4_0_ref(in, static_cast<BlockQ4_0*>(out), cols);
-      return;
-    case WeightType::kQ4_K:
-    case WeightType::kQ5_K:
-    case WeightType::kQ6_K:
-      break;  // not a conversion target (weight_type_from_name does not name them)
-  }
-  QVL_CHECK(false && "narrow_row: K-quants are bound from GGUF files, not converted to");
+  QVL_CHECK(weight_type_traits(type).load_target && "narrow_row: K-quants are bound from GGUF files, not converted to");
+  // Q8_0 on the kernel table in use (its fast twin of quantize_row_q8_0_ref); the rest by the reference.
+  if (type == WeightType::kQ8_0) return kernels().quantize_q8_0(in, static_cast<BlockQ8_0*>(out), cols);
+  weight_type_traits(type).from_f32(in, out, cols);
 }
 
 WeightTypes default_weight_types() {
@@ -42,21 +24,21 @@ WeightTypes default_weight_types() {
 Result<Mat> convert_matrix(const Mat& m, WeightType type, const std::string& name, ThreadPool& pool, WeightArena& arena,
                            bool release_source) {
   if (m.type == type) return m;
-  if (is_quantized(type) && m.cols % kQK != 0)
+  if (is_block32_quant(type) && m.cols % kQK != 0)
     return Status::Error(name + ": " + std::to_string(m.cols) + " columns cannot be split into blocks of " +
                          std::to_string(kQK) + " for " + weight_type_name(type) + "; choose f16 or bf16");
   const size_t rb = row_bytes(type, m.cols);
   arena.push_back(std::make_unique<uint8_t[]>(rb * static_cast<size_t>(m.rows)));
   uint8_t* dst = arena.back().get();
   Mat out{type, m.rows, m.cols, dst};
-  if (is_quantized(type) && m.rows % 8 == 0) {
+  if (is_block32_quant(type) && m.rows % 8 == 0) {
     // Groups of 8 rows: quantized into a small buffer, then interleaved into place.
     pool.parallel_for(m.rows / 8, 8, [&](int, int64_t g0, int64_t g1) {
       std::vector<float> row(static_cast<size_t>(m.cols));
       std::vector<uint8_t> rows(8 * rb);
       for (int64_t g = g0; g < g1; ++g) {
         for (int c = 0; c < 8; ++c) {
-          m.row_to_f32(8 * g + c, row.data());
+          row_to_f32(m, 8 * g + c, row.data());
           narrow_row(row.data(), type, rows.data() + c * rb, m.cols);
         }
         interleave8(Mat{type, 8, m.cols, rows.data()}, dst + 8 * rb * static_cast<size_t>(g));
@@ -67,7 +49,7 @@ Result<Mat> convert_matrix(const Mat& m, WeightType type, const std::string& nam
     pool.parallel_for(m.rows, 64, [&](int, int64_t r0, int64_t r1) {
       std::vector<float> row(static_cast<size_t>(m.cols));
       for (int64_t r = r0; r < r1; ++r) {
-        m.row_to_f32(r, row.data());
+        row_to_f32(m, r, row.data());
         narrow_row(row.data(), type, dst + rb * static_cast<size_t>(r), m.cols);
       }
     });
@@ -136,7 +118,7 @@ std::vector<std::pair<std::string, Mat*>> convertible_matrices(TextW& text, Visi
 Status convert_weights(TextW& text, VisionW& vision, const WeightTypes& types, ThreadPool& pool, WeightArena& arena,
                        std::vector<std::string>* kept, const void* keep) {
   auto blockable = [&](const Mat& m, WeightType t, const std::string& name) {
-    if (!is_quantized(t) || m.cols % kQK == 0) return true;
+    if (!is_block32_quant(t) || m.cols % kQK == 0) return true;
     if (kept) kept->push_back(name);
     return false;
   };
@@ -148,7 +130,7 @@ Status convert_weights(TextW& text, VisionW& vision, const WeightTypes& types, T
     // A tied LM head shares the embedding table, which is still read (row lookups). Pages of a file mapping
     // may go (they are read again from the file); memory `keep` names (a table built at load) must stay.
     const bool release = keep == nullptr || m->data != keep;
-    if (is_kquant(m->type) || (types.text && is_quantized(m->type))) {
+    if (is_kquant(m->type) || (types.text && is_block32_quant(m->type))) {
       QVL_ASSIGN_OR_RETURN(*m, interleave_matrix(*m, pool, arena, release));
     } else if (types.text && !is_interleavable(m->type) && blockable(*m, *types.text, name)) {
       QVL_ASSIGN_OR_RETURN(*m, convert_matrix(*m, *types.text, name, pool, arena, release));
@@ -156,7 +138,7 @@ Status convert_weights(TextW& text, VisionW& vision, const WeightTypes& types, T
   }
   // (A text model loaded without its vision file has no vision matrices.)
   for (auto& [name, m] : convertible_matrices(text, vision, false, !vision.blocks.empty())) {
-    if (is_kquant(m->type) || (types.vision && is_quantized(m->type))) {
+    if (is_kquant(m->type) || (types.vision && is_block32_quant(m->type))) {
       QVL_ASSIGN_OR_RETURN(*m, interleave_matrix(*m, pool, arena));
     } else if (types.vision && !is_interleavable(m->type) && blockable(*m, *types.vision, name)) {
       QVL_ASSIGN_OR_RETURN(*m, convert_matrix(*m, *types.vision, name, pool, arena));

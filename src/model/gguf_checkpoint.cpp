@@ -102,10 +102,6 @@ Status check_block_alignment(const GgufFile& f, const GgufTensor& t) {
                        std::to_string(f.alignment()) + "); expected its blocks on a 2-byte boundary");
 }
 
-WeightType kquant_weight_type(GgmlType t) {
-  return t == GgmlType::kQ4_K ? WeightType::kQ4_K : t == GgmlType::kQ5_K ? WeightType::kQ5_K : WeightType::kQ6_K;
-}
-
 }  // namespace
 
 std::string gguf_tensor_name(const std::string& hf, const std::vector<int64_t>& deepstack) {
@@ -321,36 +317,30 @@ Result<std::unique_ptr<GgufCheckpoint>> open_gguf_checkpoint(const GgufPair& pai
                              "blk.N.attn_q.weight, v.blk.N.attn_qkv.weight, mm.0.weight, v.deepstack.N.fc1.weight, ...)");
       }
       const std::vector<int64_t> shape = t.shape();
-      switch (static_cast<GgmlType>(t.type)) {
-        case GgmlType::kF32: views.push_back({name, DType::kF32, shape, t.data, t.bytes}); break;
-        case GgmlType::kF16: views.push_back({name, DType::kF16, shape, t.data, t.bytes}); break;
-        case GgmlType::kBF16: views.push_back({name, DType::kBF16, shape, t.data, t.bytes}); break;
-        case GgmlType::kQ8_0:
-        case GgmlType::kQ4_0: {
-          // GGUF's Q8_0/Q4_0 blocks are qvl's: bound as rows of blocks (U8), as a `qvl quantize` file stores them.
-          const int64_t rows = t.numel() / t.ne[0];
-          if (shape.size() != 2) return Status::Error(f->name() + ": tensor '" + t.name + "' is quantized with " +
-                                                     std::to_string(shape.size()) + " dimensions, expected a matrix");
-          QVL_RETURN_IF_ERROR(check_block_alignment(*f, t));
-          views.push_back({name, DType::kU8, {rows, static_cast<int64_t>(t.bytes) / rows}, t.data, t.bytes});
-          meta["qvl.quantized." + name] = t.type == static_cast<uint32_t>(GgmlType::kQ8_0) ? "q8_0" : "q4_0";
-          break;
-        }
-        default: {
-          // K-quants: matrices are bound as the file stores them (qvl's K-quant kernels dot them in
-          // integers, and the token embedding's rows are dequantized as they are looked up); the rest (the
-          // vision position embedding) is expanded to float once.
-          const int64_t rows = t.numel() / t.ne[0];
-          if (shape.size() == 2 && t.name != "v.position_embd.weight") {
-            QVL_RETURN_IF_ERROR(check_block_alignment(*f, t));
-            views.push_back({name, DType::kU8, {rows, static_cast<int64_t>(t.bytes) / rows}, t.data, t.bytes});
-            meta["qvl.quantized." + name] = weight_type_name(kquant_weight_type(static_cast<GgmlType>(t.type)));
-          } else {
-            add_owned(name, shape, dequantized(t), static_cast<size_t>(t.numel()));
-            // Its file pages are not read again.
-            SafetensorsModel::release(t.data, t.bytes);
-          }
-        }
+      WeightType wt = WeightType::kF32;
+      QVL_CHECK(weight_type_from_ggml(t.type, &wt));  // the file's reader refuses types qvl does not read
+      const WeightTypeTraits& traits = weight_type_traits(wt);
+      const int64_t rows = t.numel() / t.ne[0];
+      if (traits.dtype != DType::kU8) {
+        views.push_back({name, traits.dtype, shape, t.data, t.bytes});
+      } else if (is_block32_quant(wt)) {
+        // GGUF's Q8_0/Q4_0 blocks are qvl's: bound as rows of blocks (U8), as a `qvl quantize` file stores them.
+        if (shape.size() != 2) return Status::Error(f->name() + ": tensor '" + t.name + "' is quantized with " +
+                                                   std::to_string(shape.size()) + " dimensions, expected a matrix");
+        QVL_RETURN_IF_ERROR(check_block_alignment(*f, t));
+        views.push_back({name, DType::kU8, {rows, static_cast<int64_t>(t.bytes) / rows}, t.data, t.bytes});
+        meta["qvl.quantized." + name] = traits.name;
+      } else if (shape.size() == 2 && t.name != "v.position_embd.weight") {
+        // K-quants: matrices are bound as the file stores them (qvl's K-quant kernels dot them in integers,
+        // and the token embedding's rows are dequantized as they are looked up); the rest (the vision
+        // position embedding) is expanded to float once.
+        QVL_RETURN_IF_ERROR(check_block_alignment(*f, t));
+        views.push_back({name, DType::kU8, {rows, static_cast<int64_t>(t.bytes) / rows}, t.data, t.bytes});
+        meta["qvl.quantized." + name] = traits.name;
+      } else {
+        add_owned(name, shape, dequantized(t), static_cast<size_t>(t.numel()));
+        // Its file pages are not read again.
+        SafetensorsModel::release(t.data, t.bytes);
       }
     }
   }

@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include "io/gguf.h"
-#include "io/kquant.h"
 #include "model/gguf_checkpoint.h"
 #include "tensor/dtype.h"
 #include "tensor/quant.h"
@@ -48,28 +47,16 @@ bool parse_write_type(const std::string& n, WriteType* out) {
 std::vector<uint8_t> encode(const TensorView& t, GgmlType type, ThreadPool& pool) {
   const int64_t cols = t.shape.back(), rows = t.numel() / cols;
   const Mat m{weight_type_of(t.dtype), rows, cols, t.data};
-  const int64_t row_out = cols / ggml_block_values(type) * ggml_block_bytes(type);
+  WeightType wt = WeightType::kF32;
+  QVL_CHECK(weight_type_from_ggml(static_cast<uint32_t>(type), &wt));
+  const int64_t row_out = static_cast<int64_t>(row_bytes(wt, cols));
   std::vector<uint8_t> out(static_cast<size_t>(rows * row_out));
   pool.parallel_for(rows, 16, [&](int, int64_t r0, int64_t r1) {
   std::vector<float> row(static_cast<size_t>(cols));  // [cols]
   for (int64_t r = r0; r < r1; ++r) {
-    m.row_to_f32(r, row.data());
+    row_to_f32(m, r, row.data());
     uint8_t* dst = out.data() + r * row_out;
-    switch (type) {
-      case GgmlType::kF32: std::memcpy(dst, row.data(), static_cast<size_t>(cols) * 4); break;
-      case GgmlType::kF16:
-        for (int64_t c = 0; c < cols; ++c) { uint16_t h = f32_to_f16(row[c]); std::memcpy(dst + 2 * c, &h, 2); }
-        break;
-      case GgmlType::kBF16:
-        for (int64_t c = 0; c < cols; ++c) { uint16_t h = f32_to_bf16(row[c]); std::memcpy(dst + 2 * c, &h, 2); }
-        break;
-      case GgmlType::kQ8_0: quantize_row_q8_0_ref(row.data(), reinterpret_cast<BlockQ8_0*>(dst), cols); break;
-      case GgmlType::kQ4_0: quantize_row_q4_0_ref(row.data(), reinterpret_cast<BlockQ4_0*>(dst), cols); break;
-      case GgmlType::kQ4_K: quantize_row_q4_k(row.data(), dst, cols); break;
-      case GgmlType::kQ5_K: quantize_row_q5_k(row.data(), dst, cols); break;
-      case GgmlType::kQ6_K: quantize_row_q6_k(row.data(), dst, cols); break;
-      default: break;
-    }
+    weight_type_traits(wt).from_f32(row.data(), dst, cols);
   }
   });
   return out;
@@ -239,7 +226,7 @@ Result<std::string> write_gguf_model(const Model& model, const GgufWriteTypes& t
       const int64_t out_c = t.shape[0], ch = t.shape[1], pp = t.shape[3] * t.shape[4];
       std::vector<float> all(static_cast<size_t>(t.numel()));
       const Mat m{weight_type_of(t.dtype), 1, t.numel(), t.data};
-      m.row_to_f32(0, all.data());
+      row_to_f32(m, 0, all.data());
       const GgmlType pt = vision_type.base == GgmlType::kF16 ? GgmlType::kF16 : GgmlType::kF32;
       for (int64_t slice = 0; slice < 2; ++slice) {
         std::vector<float> part(static_cast<size_t>(out_c * ch * pp));

@@ -4,7 +4,7 @@
 // (architecture "clip", projector "qwen3vl_merger"), with the tensor names, the split patch embedding and the
 // type rules of llama.cpp's converter: 1-D tensors, norms, biases and the position embedding F32; the patch
 // embedding F32 (F16 for f16); the other matrices in the requested type (GgufWriteTypes).
-// Q8_0/Q4_0 matrices are the blocks qvl itself computes when it quantizes at load; K-quants are io/kquant.h's.
+// Q8_0/Q4_0 matrices are the blocks qvl itself computes when it quantizes at load; K-quants are tensor/kquant.h's.
 #pragma once
 
 #include <string>

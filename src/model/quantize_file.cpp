@@ -9,18 +9,6 @@
 
 namespace qvl {
 
-namespace {
-
-DType float_dtype(WeightType t) {
-  switch (t) {
-    case WeightType::kF16: return DType::kF16;
-    case WeightType::kBF16: return DType::kBF16;
-    default: return DType::kF32;
-  }
-}
-
-}  // namespace
-
 Status write_converted_model(const Model& model, const std::string& out_dir) {
   namespace fs = std::filesystem;
   if (model.from_gguf())
@@ -46,7 +34,7 @@ Status write_converted_model(const Model& model, const std::string& out_dir) {
     tensors.push_back(tensor_from_memory(t.name, t.dtype, t.shape, t.data));
   }
   for (const auto& [name, m] : converted) {
-    if (is_quantized(m->type)) {
+    if (is_block32_quant(m->type)) {
       tensors.push_back(tensor_from_memory(name, DType::kU8,
                                            {m->rows, static_cast<int64_t>(row_bytes(m->type, m->cols))}, m->data));
       metadata[quantized_type_key(name)] =
@@ -54,7 +42,7 @@ Status write_converted_model(const Model& model, const std::string& out_dir) {
     } else {
       const TensorView* t = ckpt.find(name);
       std::vector<int64_t> shape = t ? t->shape : std::vector<int64_t>{m->rows, m->cols};
-      tensors.push_back(tensor_from_memory(name, float_dtype(m->type), shape, m->data));
+      tensors.push_back(tensor_from_memory(name, weight_type_traits(m->type).dtype, shape, m->data));
     }
   }
   QVL_RETURN_IF_ERROR(write_safetensors((fs::path(out_dir) / "model.safetensors").string(), tensors, metadata));

@@ -50,7 +50,7 @@ const float* KVCache::read(const uint8_t* base, int layer, int head, int64_t n, 
   const size_t at = index(layer, head, 0);
   if (type_ == KVType::kF32) return reinterpret_cast<const float*>(base) + at;
   buf.resize(static_cast<size_t>(n * head_dim_));
-  Mat{WeightType::kF16, 1, n * head_dim_, reinterpret_cast<const uint16_t*>(base) + at}.row_to_f32(0, buf.data());
+  row_to_f32(Mat{WeightType::kF16, 1, n * head_dim_, reinterpret_cast<const uint16_t*>(base) + at}, 0, buf.data());
   return buf.data();
 }
 
@@ -150,7 +150,7 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
       const int64_t r = row0[s] + i;
       if (has_visual && (q.ids[i] == model.config().image_token_id || q.ids[i] == model.config().video_token_id))
         visual_rows[s].push_back(r);
-      w.embed.row_to_f32(q.ids[i], &h[static_cast<size_t>(r * H)]);
+      row_to_f32(w.embed, q.ids[i], &h[static_cast<size_t>(r * H)]);
     }
     if (has_visual) {
       QVL_CHECK(static_cast<int64_t>(visual_rows[s].size()) == q.visual->n_visual);

@@ -48,7 +48,7 @@ class Binder {
       for (WeightType k : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K})
         if (type_name == weight_type_name(k) && layout == Layout::kRows) type = k;
       const bool kquant = is_kquant(type);
-      if ((!kquant && (!weight_type_from_name(type_name, &type) || !is_quantized(type))) || cols % kQK != 0 ||
+      if ((!kquant && (!weight_type_from_name(type_name, &type) || !is_block32_quant(type))) || cols % kQK != 0 ||
           (kquant && cols % kQKK != 0) || (layout == Layout::kInterleaved8 && shape[0] % 8 != 0))
         return Status::Error("tensor " + name + " [" + std::to_string(shape[0]) + ", " + std::to_string(cols) +
                              "]: metadata names type '" + *q + "', expected q8_0, q4_0, q8_0x8 or q4_0x8 (x8: rows a "
@@ -69,7 +69,7 @@ class Binder {
   Result<std::vector<float>> vec(const std::string& name, int64_t n) const {
     QVL_ASSIGN_OR_RETURN(const TensorView* t, get(name, {n}));
     std::vector<float> out(static_cast<size_t>(n));
-    Mat{weight_type_of(t->dtype), 1, n, t->data}.row_to_f32(0, out.data());
+    row_to_f32(Mat{weight_type_of(t->dtype), 1, n, t->data}, 0, out.data());
     return out;
   }
 
@@ -114,7 +114,7 @@ Result<VisionW> bind_vision_weights(const SafetensorsModel& file, const VisionCo
   {
     QVL_ASSIGN_OR_RETURN(Mat pos, b.mat(p + "pos_embed.weight", {c.num_position_embeddings, h}));
     v.pos_embed.resize(static_cast<size_t>(pos.rows * pos.cols));
-    for (int64_t r = 0; r < pos.rows; ++r) pos.row_to_f32(r, &v.pos_embed[static_cast<size_t>(r * h)]);
+    for (int64_t r = 0; r < pos.rows; ++r) row_to_f32(pos, r, &v.pos_embed[static_cast<size_t>(r * h)]);
   }
   for (int i = 0; i < c.depth; ++i) {
     const std::string q = p + "blocks." + std::to_string(i) + ".";

@@ -9,43 +9,6 @@
 
 namespace qvl {
 
-const char* weight_type_name(WeightType t) {
-  switch (t) {
-    case WeightType::kF32: return "f32";
-    case WeightType::kF16: return "f16";
-    case WeightType::kBF16: return "bf16";
-    case WeightType::kQ8_0: return "q8_0";
-    case WeightType::kQ4_0: return "q4_0";
-    case WeightType::kQ4_K: return "q4_k";
-    case WeightType::kQ5_K: return "q5_k";
-    case WeightType::kQ6_K: return "q6_k";
-  }
-  return "?";
-}
-
-bool weight_type_from_name(const std::string& name, WeightType* out) {
-  for (WeightType t : {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kQ8_0, WeightType::kQ4_0})
-    if (name == weight_type_name(t)) {
-      *out = t;
-      return true;
-    }
-  return false;
-}
-
-size_t row_bytes(WeightType t, int64_t cols) {
-  switch (t) {
-    case WeightType::kF32: return static_cast<size_t>(cols) * 4;
-    case WeightType::kF16:
-    case WeightType::kBF16: return static_cast<size_t>(cols) * 2;
-    case WeightType::kQ8_0: return static_cast<size_t>(cols / kQK) * sizeof(BlockQ8_0);
-    case WeightType::kQ4_0: return static_cast<size_t>(cols / kQK) * sizeof(BlockQ4_0);
-    case WeightType::kQ4_K: return static_cast<size_t>(cols / kQKK) * sizeof(BlockQ4_K);
-    case WeightType::kQ5_K: return static_cast<size_t>(cols / kQKK) * sizeof(BlockQ5_K);
-    case WeightType::kQ6_K: return static_cast<size_t>(cols / kQKK) * sizeof(BlockQ6_K);
-  }
-  return 0;
-}
-
 void quantize_row_q8_0_ref(const float* x, BlockQ8_0* out, int64_t cols) {
   for (int64_t b = 0; b < cols / kQK; ++b) {
     const float* xb = x + b * kQK;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tensor/dtype.h"
+#include "tensor/weight_type.h"
 
 namespace qvl {
 
@@ -147,33 +148,6 @@ void unpack_q6_kx8(const BlockQ6_Kx8* in, int c, int64_t ns, BlockQ6_K* row);
 void dequantize_row_q4_k_ref(const BlockQ4_K* in, float* out, int64_t cols);
 void dequantize_row_q5_k_ref(const BlockQ5_K* in, float* out, int64_t cols);
 void dequantize_row_q6_k_ref(const BlockQ6_K* in, float* out, int64_t cols);
-
-// The storage of a weight matrix: float types as in the checkpoint, quantized blocks of 32 along each row
-// (Q8_0, Q4_0), or GGML K-quant super-blocks of 256 (Q4_K, Q5_K, Q6_K: bound as a GGUF file stores them).
-enum class WeightType { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K };
-
-inline WeightType weight_type_of(DType t) {
-  switch (t) {
-    case DType::kF32: return WeightType::kF32;
-    case DType::kF16: return WeightType::kF16;
-    case DType::kBF16: return WeightType::kBF16;
-    case DType::kU8: break;  // raw blocks: the type comes from the file's metadata
-  }
-  return WeightType::kF32;
-}
-const char* weight_type_name(WeightType t);
-// Parses "f32", "f16", "bf16", "q8_0", "q4_0" (the types a matrix can be converted to at load); false
-// otherwise. weight_type_name also names the K-quants: "q4_k", "q5_k", "q6_k".
-bool weight_type_from_name(const std::string& name, WeightType* out);
-// Blocks of 32 (interleavable for the integer GEMM tiles).
-inline bool is_quantized(WeightType t) { return t == WeightType::kQ8_0 || t == WeightType::kQ4_0; }
-// K-quant super-blocks of 256 (their own GEMM tiles).
-inline bool is_kquant(WeightType t) { return t == WeightType::kQ4_K || t == WeightType::kQ5_K || t == WeightType::kQ6_K; }
-// Types with an interleaved 8-row layout and integer GEMM tiles.
-inline bool is_interleavable(WeightType t) { return is_quantized(t) || is_kquant(t); }
-
-// Bytes of one row of `cols` values (cols a multiple of 32 for the block types, of 256 for the K-quants).
-size_t row_bytes(WeightType t, int64_t cols);
 
 // Reference quantization of one row (cols % 32 == 0), round to nearest as ggml does:
 // Q8_0: d = amax / 127, q = round(x / d); Q4_0: d = max / -8 (the value of largest magnitude, sign kept),

@@ -1,5 +1,5 @@
 // K-quant super-blocks written from float rows (the layouts gguf_dequantize_row reads).
-#include "io/kquant.h"
+#include "tensor/kquant.h"
 
 #include <algorithm>
 #include <cmath>
@@ -188,19 +188,15 @@ void quantize_row_q6_k(const float* x, uint8_t* out, int64_t n) {
   for (int64_t b = 0; b < n / kSuper; ++b) quantize_super_q6(x + b * kSuper, out + b * 210);
 }
 
-Status quantize_row_kquant(GgmlType type, const float* x, uint8_t* out, int64_t n) {
+Status quantize_row_kquant(WeightType type, const float* x, uint8_t* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     if (!std::isfinite(x[i])) return Status::Error("value " + std::to_string(i) + " of the row is not finite");
+  if (!is_kquant(type)) return Status::Error(std::string("not a K-quant type: ") + weight_type_name(type));
   if (n % kSuper != 0)
-    return Status::Error(std::string(ggml_type_name(static_cast<uint32_t>(type))) + ": a row of " + std::to_string(n) +
+    return Status::Error(std::string(weight_type_name(type)) + ": a row of " + std::to_string(n) +
                          " values is not whole super-blocks of 256");
-  switch (type) {
-    case GgmlType::kQ4_K: quantize_row_q4_k(x, out, n); return Status::Ok();
-    case GgmlType::kQ5_K: quantize_row_q5_k(x, out, n); return Status::Ok();
-    case GgmlType::kQ6_K: quantize_row_q6_k(x, out, n); return Status::Ok();
-    default: break;
-  }
-  return Status::Error(std::string("not a K-quant type: ") + ggml_type_name(static_cast<uint32_t>(type)));
+  weight_type_traits(type).from_f32(x, out, n);
+  return Status::Ok();
 }
 
 }  // namespace qvl
