@@ -5,43 +5,28 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
-#include "model/json_fields.h"
+#include "model/processor_config.h"
 #include "util/file.h"
-#include "util/builtin_files.h"
 
 namespace qvl {
 
 Result<ImageProcessorConfig> ImageProcessorConfig::load(const std::string& path) {
-  std::string file = path;
-  if (is_builtin_path(path) || std::filesystem::is_directory(path)) file = (std::filesystem::path(path) / "preprocessor_config.json").string();
-  QVL_ASSIGN_OR_RETURN(std::string text, read_model_file(file, 1 << 20));
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Status::Error(file + ": not a JSON object");
+  QVL_ASSIGN_OR_RETURN(ProcessorConfigJson in, read_processor_config(path, "preprocessor_config.json"));
   ImageProcessorConfig c;
   try {
-    QVL_RETURN_IF_ERROR(read_int_field(j, "patch_size", c.patch_size, file));
-    QVL_RETURN_IF_ERROR(read_int_field(j, "temporal_patch_size", c.temporal_patch_size, file));
-    QVL_RETURN_IF_ERROR(read_int_field(j, "merge_size", c.merge_size, file));
-    if (j.contains("size")) {
-      QVL_RETURN_IF_ERROR(read_int_field(j["size"], "shortest_edge", c.min_pixels, file + ": size"));
-      QVL_RETURN_IF_ERROR(read_int_field(j["size"], "longest_edge", c.max_pixels, file + ": size"));
-    }
-    QVL_RETURN_IF_ERROR(read_int_field(j, "min_pixels", c.min_pixels, file));
-    QVL_RETURN_IF_ERROR(read_int_field(j, "max_pixels", c.max_pixels, file));
-    if (j.contains("image_mean")) c.image_mean = j["image_mean"].get<std::array<float, 3>>();
-    if (j.contains("image_std")) c.image_std = j["image_std"].get<std::array<float, 3>>();
-    c.rescale_factor = j.value("rescale_factor", c.rescale_factor);
+    QVL_RETURN_IF_ERROR(read_shared_processor_fields(in, c));
+    // The bounds at the top level (older files) are read after size.*, so they win.
+    QVL_RETURN_IF_ERROR(read_int_field(in.json, "min_pixels", c.min_pixels, in.file));
+    QVL_RETURN_IF_ERROR(read_int_field(in.json, "max_pixels", c.max_pixels, in.file));
   } catch (const nlohmann::json::exception& e) {
-    return Status::Error(file + ": unexpected field type: " + e.what());
+    return Status::Error(in.file + ": unexpected field type: " + e.what());
   }
-  if (c.patch_size <= 0 || c.merge_size <= 0 || c.temporal_patch_size <= 0 || c.min_pixels <= 0 ||
-      c.max_pixels < c.min_pixels)
-    return Status::Error(file + ": patch_size, merge_size, temporal_patch_size and pixel bounds must be positive"
-                                " with min_pixels <= max_pixels");
+  if (!shared_processor_fields_valid(c))
+    return Status::Error(in.file + ": patch_size, merge_size, temporal_patch_size and pixel bounds must be positive"
+                                   " with min_pixels <= max_pixels");
   return c;
 }
 

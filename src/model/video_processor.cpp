@@ -5,44 +5,27 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
-#include "model/json_fields.h"
+#include "model/processor_config.h"
 #include "util/file.h"
-#include "util/builtin_files.h"
 
 namespace qvl {
 
 Result<VideoProcessorConfig> VideoProcessorConfig::load(const std::string& path) {
-  std::string file = path;
-  if (is_builtin_path(path) || std::filesystem::is_directory(path))
-    file = (std::filesystem::path(path) / "video_preprocessor_config.json").string();
-  QVL_ASSIGN_OR_RETURN(std::string text, read_model_file(file, 1 << 20));
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Status::Error(file + ": not a JSON object");
+  QVL_ASSIGN_OR_RETURN(ProcessorConfigJson in, read_processor_config(path, "video_preprocessor_config.json"));
   VideoProcessorConfig c;
   try {
-    QVL_RETURN_IF_ERROR(read_int_field(j, "patch_size", c.patch_size, file));
-    QVL_RETURN_IF_ERROR(read_int_field(j, "temporal_patch_size", c.temporal_patch_size, file));
-    QVL_RETURN_IF_ERROR(read_int_field(j, "merge_size", c.merge_size, file));
-    if (j.contains("size")) {
-      QVL_RETURN_IF_ERROR(read_int_field(j["size"], "shortest_edge", c.min_pixels, file + ": size"));
-      QVL_RETURN_IF_ERROR(read_int_field(j["size"], "longest_edge", c.max_pixels, file + ": size"));
-    }
-    QVL_RETURN_IF_ERROR(read_int_field(j, "min_frames", c.min_frames, file));
-    QVL_RETURN_IF_ERROR(read_int_field(j, "max_frames", c.max_frames, file));
-    if (j.contains("fps") && !j["fps"].is_null()) c.fps = j["fps"].get<double>();
-    if (j.contains("image_mean")) c.image_mean = j["image_mean"].get<std::array<float, 3>>();
-    if (j.contains("image_std")) c.image_std = j["image_std"].get<std::array<float, 3>>();
-    c.rescale_factor = j.value("rescale_factor", c.rescale_factor);
+    QVL_RETURN_IF_ERROR(read_shared_processor_fields(in, c));
+    QVL_RETURN_IF_ERROR(read_int_field(in.json, "min_frames", c.min_frames, in.file));
+    QVL_RETURN_IF_ERROR(read_int_field(in.json, "max_frames", c.max_frames, in.file));
+    if (in.json.contains("fps") && !in.json["fps"].is_null()) c.fps = in.json["fps"].get<double>();
   } catch (const nlohmann::json::exception& e) {
-    return Status::Error(file + ": unexpected field type: " + e.what());
+    return Status::Error(in.file + ": unexpected field type: " + e.what());
   }
-  if (c.patch_size <= 0 || c.merge_size <= 0 || c.temporal_patch_size <= 0 || c.min_pixels <= 0 ||
-      c.max_pixels < c.min_pixels || !(c.fps > 0) || c.min_frames <= 0 || c.max_frames < c.min_frames)
-    return Status::Error(file + ": sizes, pixel bounds, fps and frame bounds must be positive, min <= max");
+  if (!shared_processor_fields_valid(c) || !(c.fps > 0) || c.min_frames <= 0 || c.max_frames < c.min_frames)
+    return Status::Error(in.file + ": sizes, pixel bounds, fps and frame bounds must be positive, min <= max");
   return c;
 }
 
