@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/chat_format.h"
-#include "tokenizer/chat_json.h"
+#include "chat/chat_format.h"
+#include "chat/chat_json.h"
 
 #ifndef QVL_TEST_DATA_DIR
 #error "QVL_TEST_DATA_DIR must name the tests/data folder"

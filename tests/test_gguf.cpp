@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/gguf.h"
-#include "sha256.h"
+#include "util/digest.h"
 #include "test_paths.h"
 #include "util/file.h"
 
@@ -95,7 +95,7 @@ TEST(Gguf, EveryTypeDequantizesAsGgml) {
       ASSERT_TRUE(s.ok()) << s.message();
     }
     for (size_t k = 0; k < want["first"].size(); ++k) EXPECT_EQ(values[k], want["first"][k].get<float>()) << k;
-    EXPECT_EQ(test::sha256_hex(reinterpret_cast<const uint8_t*>(values.data()), values.size() * 4),
+    EXPECT_EQ(qvl::sha256_hex(reinterpret_cast<const uint8_t*>(values.data()), values.size() * 4),
               want["sha256"].get<std::string>());
   }
 }

@@ -24,10 +24,10 @@
 
 #include "engine/generate.h"
 #include "model/gguf_export.h"
-#include "model/hub.h"
+#include "hub/hub.h"
 #include "model/model.h"
-#include "model/resolve.h"
-#include "model/hub_digest.h"
+#include "hub/resolve.h"
+#include "util/digest.h"
 #include "model/test_model.h"
 #include "test_paths.h"
 #include "test_timing.h"
@@ -201,7 +201,7 @@ hub::PullOptions options(const FakeHub& hub, const std::string& cache, hub::Sour
 std::string hf_root(const std::string& cache) { return cache + "/models--qvl-test--Tiny-VL-0.1"; }
 
 std::string file_sha256(const std::string& path) {
-  auto h = hub::sha256_file(path);
+  auto h = sha256_file(path);
   return h.ok() ? *h : "error: " + h.status().message();
 }
 
@@ -277,7 +277,7 @@ TEST(HubHf, PullsIntoTheHubCacheLayout) {
   const std::string weights_sha = file_sha256(tiny_model() + "/model.safetensors");
   EXPECT_EQ(fs::read_symlink(*dir + "/model.safetensors").string(), "../../blobs/" + weights_sha);
   EXPECT_EQ(file_sha256(root + "/blobs/" + weights_sha), weights_sha);
-  auto config_sha1 = hub::git_blob_sha1_file(tiny_model() + "/config.json");
+  auto config_sha1 = git_blob_sha1_file(tiny_model() + "/config.json");
   ASSERT_TRUE(config_sha1.ok());
   EXPECT_EQ(fs::read_symlink(*dir + "/config.json").string(), "../../blobs/" + *config_sha1);
   for (const auto& e : fs::directory_iterator(root + "/blobs")) {

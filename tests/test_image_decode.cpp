@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/image.h"
-#include "sha256.h"
+#include "util/digest.h"
 #include "util/file.h"
 
 namespace qvl {
@@ -67,7 +67,7 @@ TEST(ImageDecode, MatchesPilPixelForPixel) {
       EXPECT_EQ(p[1], s["rgb"][1].get<int>()) << "G at " << x << "," << y;
       EXPECT_EQ(p[2], s["rgb"][2].get<int>()) << "B at " << x << "," << y;
     }
-    EXPECT_EQ(test::sha256_hex(img.pixels.data(), img.pixels.size()), g["sha256"].get<std::string>());
+    EXPECT_EQ(qvl::sha256_hex(img.pixels.data(), img.pixels.size()), g["sha256"].get<std::string>());
   };
   for (const auto& g : golden()["images"]) check(g);
 }
@@ -90,7 +90,7 @@ TEST(ImageDecode, EveryPageOfAMultiPageTiff) {
       ASSERT_TRUE(r.ok()) << "page " << k << ": " << r.status().message();
       EXPECT_EQ(r->width, pages[k][0].get<int>()) << "page " << k;
       EXPECT_EQ(r->height, pages[k][1].get<int>()) << "page " << k;
-      EXPECT_EQ(test::sha256_hex(r->pixels.data(), r->pixels.size()), pages[k][2].get<std::string>()) << "page " << k;
+      EXPECT_EQ(qvl::sha256_hex(r->pixels.data(), r->pixels.size()), pages[k][2].get<std::string>()) << "page " << k;
     }
     ImageDecodeLimits past;
     past.page = static_cast<int>(pages.size());
@@ -361,7 +361,7 @@ TEST(ImageDecode, TruncatedFilesMatchPil) {
         EXPECT_FALSE(r.ok()) << "PIL refuses this file, but it decoded";
       } else {
         ASSERT_TRUE(r.ok()) << "PIL decodes this file; got: " << r.status().message();
-        EXPECT_EQ(test::sha256_hex(r->pixels.data(), r->pixels.size()).substr(0, 16), t[1].get<std::string>());
+        EXPECT_EQ(qvl::sha256_hex(r->pixels.data(), r->pixels.size()).substr(0, 16), t[1].get<std::string>());
       }
     }
   }

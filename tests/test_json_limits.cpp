@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "server/json_limits.h"
-#include "tokenizer/chat_json.h"
+#include "chat/chat_json.h"
 
 namespace qvl::test {
 namespace {

@@ -20,7 +20,7 @@
 #include "model/video_processor.h"
 #include "model/vision.h"
 #include "test_paths.h"
-#include "tokenizer/chat_json.h"
+#include "chat/chat_json.h"
 #include "util/file.h"
 
 namespace qvl {

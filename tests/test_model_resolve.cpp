@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/resolve.h"
+#include "hub/resolve.h"
 #include "util/file.h"
 
 namespace qvl::test {

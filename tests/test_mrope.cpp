@@ -7,7 +7,7 @@
 #include "model/image_processor.h"
 #include "model/mrope.h"
 #include "test_paths.h"
-#include "tokenizer/chat_json.h"
+#include "chat/chat_json.h"
 #include "util/file.h"
 
 namespace qvl {

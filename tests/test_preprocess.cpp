@@ -9,7 +9,7 @@
 
 #include "io/image.h"
 #include "model/image_processor.h"
-#include "sha256.h"
+#include "util/digest.h"
 #include "test_paths.h"
 #include "util/file.h"
 
@@ -78,7 +78,7 @@ TEST(Preprocess, MatchesTransformersOnTestImages) {
     EXPECT_EQ(pre->grid_h, c["grid_thw"][1].get<int>());
     EXPECT_EQ(pre->grid_w, c["grid_thw"][2].get<int>());
     EXPECT_EQ(pre->num_tokens(), c["tokens"].get<int>());
-    const std::string sha = test::sha256_hex(pre->pixel_values.data(), pre->pixel_values.size() * sizeof(float));
+    const std::string sha = qvl::sha256_hex(pre->pixel_values.data(), pre->pixel_values.size() * sizeof(float));
     const bool exact = sha == c["pixel_values_sha256"].get<std::string>();
     n_exact += exact;
     if (c.contains("resized_png")) {

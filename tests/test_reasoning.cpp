@@ -3,7 +3,7 @@
 
 #include <random>
 
-#include "tokenizer/reasoning.h"
+#include "chat/reasoning.h"
 
 namespace qvl {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "engine/generate.h"
 #include "test_server_fixture.h"
-#include "tokenizer/tool_calls.h"
+#include "chat/tool_calls.h"
 
 namespace qvl {
 namespace {

@@ -16,9 +16,9 @@
 #include "io/video.h"
 #include "model/mrope.h"
 #include "model/video_processor.h"
-#include "sha256.h"
+#include "util/digest.h"
 #include "test_paths.h"
-#include "tokenizer/chat_json.h"
+#include "chat/chat_json.h"
 #include "util/file.h"
 
 namespace qvl {
@@ -68,7 +68,7 @@ TEST_F(VideoFiles, DecodeEveryFrameAsPyAvDoes) {
       const ImageRGB& f = v->frames[i];
       ASSERT_EQ(f.width, clip["width"].get<int>());
       ASSERT_EQ(f.height, clip["height"].get<int>());
-      if (test::sha256_hex(f.pixels.data(), f.pixels.size()) != hashes[i].get<std::string>()) ++differ;
+      if (qvl::sha256_hex(f.pixels.data(), f.pixels.size()) != hashes[i].get<std::string>()) ++differ;
     }
     EXPECT_EQ(differ, 0) << "frames whose RGB differs from PyAV's";
   }

@@ -5,7 +5,7 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "cli/progress_bar.h"
-#include "model/hub.h"
+#include "hub/hub.h"
 
 namespace qvl::cli {
 

@@ -19,7 +19,7 @@
 #include "model/gguf_checkpoint.h"
 #include "model/image_processor.h"
 #include "model/test_model.h"
-#include "model/resolve.h"
+#include "hub/resolve.h"
 #include "server/server.h"
 #include "util/builtin_files.h"
 #include "util/cpu_budget.h"

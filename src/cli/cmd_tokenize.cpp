@@ -10,8 +10,8 @@
 #include "cli/model_arg.h"
 #include "cli/options.h"
 #include "model/model.h"
-#include "tokenizer/chat_format.h"
-#include "tokenizer/chat_json.h"
+#include "chat/chat_format.h"
+#include "chat/chat_json.h"
 #include "tokenizer/tokenizer.h"
 #include "util/file.h"
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "cli/progress_bar.h"
-#include "model/resolve.h"
+#include "hub/resolve.h"
 
 namespace qvl::cli {
 

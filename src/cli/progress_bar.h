@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "model/hub.h"
+#include "hub/hub.h"
 
 namespace qvl::cli {
 

@@ -14,7 +14,7 @@
 #include "model/kv_type.h"
 #include "model/image_processor.h"
 #include "model/model.h"
-#include "tokenizer/chat_format.h"
+#include "chat/chat_format.h"
 #include "util/thread_pool.h"
 
 namespace qvl {

@@ -3,62 +3,54 @@
 
 #include <cstring>
 
-#include <openssl/evp.h>
-
+#include "util/digest.h"
 #include "util/status.h"
 
 namespace qvl {
 
 namespace {
-template <class T>
-void add_value(EVP_MD_CTX* ctx, const T& v) {
-  EVP_DigestUpdate(ctx, &v, sizeof v);
+ImageKey key_of(Digest& d) {
+  const std::string bytes = d.finish();
+  ImageKey key{};
+  QVL_CHECK(bytes.size() == key.size());
+  std::memcpy(key.data(), bytes.data(), key.size());
+  return key;
 }
 }  // namespace
 
 ImageKey image_key(const ImageRGB& image, const ImageProcessorConfig& config, const PreprocessOptions& options) {
-  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  QVL_CHECK(ctx && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1);
+  Digest d;
   const char tag[] = "qvl-image-v1";
-  EVP_DigestUpdate(ctx.get(), tag, sizeof tag);
-  add_value(ctx.get(), static_cast<int64_t>(image.width));
-  add_value(ctx.get(), static_cast<int64_t>(image.height));
-  add_value(ctx.get(), options.min_pixels > 0 ? options.min_pixels : config.min_pixels);
-  add_value(ctx.get(), options.max_pixels > 0 ? options.max_pixels : config.max_pixels);
-  add_value(ctx.get(), options.resized_height > 0 ? options.resized_height : int64_t{-1});
-  add_value(ctx.get(), options.resized_width > 0 ? options.resized_width : int64_t{-1});
-  add_value(ctx.get(), static_cast<int64_t>(config.patch_size));
-  add_value(ctx.get(), static_cast<int64_t>(config.temporal_patch_size));
-  add_value(ctx.get(), static_cast<int64_t>(config.merge_size));
-  for (float f : config.image_mean) add_value(ctx.get(), f);
-  for (float f : config.image_std) add_value(ctx.get(), f);
-  add_value(ctx.get(), config.rescale_factor);
-  add_value(ctx.get(), static_cast<uint64_t>(image.pixels.size()));
-  EVP_DigestUpdate(ctx.get(), image.pixels.data(), image.pixels.size());
-  ImageKey key{};
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx.get(), key.data(), &len);
-  QVL_CHECK(len == key.size());
-  return key;
+  d.update(tag, sizeof tag);
+  d.update_value(static_cast<int64_t>(image.width));
+  d.update_value(static_cast<int64_t>(image.height));
+  d.update_value(options.min_pixels > 0 ? options.min_pixels : config.min_pixels);
+  d.update_value(options.max_pixels > 0 ? options.max_pixels : config.max_pixels);
+  d.update_value(options.resized_height > 0 ? options.resized_height : int64_t{-1});
+  d.update_value(options.resized_width > 0 ? options.resized_width : int64_t{-1});
+  d.update_value(static_cast<int64_t>(config.patch_size));
+  d.update_value(static_cast<int64_t>(config.temporal_patch_size));
+  d.update_value(static_cast<int64_t>(config.merge_size));
+  for (float f : config.image_mean) d.update_value(f);
+  for (float f : config.image_std) d.update_value(f);
+  d.update_value(config.rescale_factor);
+  d.update_value(static_cast<uint64_t>(image.pixels.size()));
+  d.update(image.pixels.data(), image.pixels.size());
+  return key_of(d);
 }
 
 ImageKey frame_group_key(const PreprocessedImage& group) {
-  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  QVL_CHECK(ctx && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1);
+  Digest d;
   const char tag[] = "qvl-video-group-v1";
-  EVP_DigestUpdate(ctx.get(), tag, sizeof tag);
-  add_value(ctx.get(), static_cast<int64_t>(group.grid_t));
-  add_value(ctx.get(), static_cast<int64_t>(group.grid_h));
-  add_value(ctx.get(), static_cast<int64_t>(group.grid_w));
-  add_value(ctx.get(), static_cast<int64_t>(group.merge_size));
-  add_value(ctx.get(), static_cast<int64_t>(group.patch_dim));
-  add_value(ctx.get(), static_cast<uint64_t>(group.pixel_values.size()));
-  EVP_DigestUpdate(ctx.get(), group.pixel_values.data(), group.pixel_values.size() * sizeof(float));
-  ImageKey key{};
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx.get(), key.data(), &len);
-  QVL_CHECK(len == key.size());
-  return key;
+  d.update(tag, sizeof tag);
+  d.update_value(static_cast<int64_t>(group.grid_t));
+  d.update_value(static_cast<int64_t>(group.grid_h));
+  d.update_value(static_cast<int64_t>(group.grid_w));
+  d.update_value(static_cast<int64_t>(group.merge_size));
+  d.update_value(static_cast<int64_t>(group.patch_dim));
+  d.update_value(static_cast<uint64_t>(group.pixel_values.size()));
+  d.update(group.pixel_values.data(), group.pixel_values.size() * sizeof(float));
+  return key_of(d);
 }
 
 std::string image_key_hex(const ImageKey& key) {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/chat_format.h"
+#include "chat/chat_format.h"
 #include "tokenizer/tokenizer.h"
 #include "util/status.h"
 

@@ -12,7 +12,7 @@
 #include "model/config.h"
 #include "model/generation_config.h"
 #include "model/gguf_checkpoint.h"
-#include "tokenizer/chat_format.h"
+#include "chat/chat_format.h"
 #include "model/image_processor.h"
 #include "model/video_processor.h"
 #include "model/weights.h"

@@ -9,8 +9,8 @@
 
 #include "server/api.h"
 #include "util/version.h"
-#include "tokenizer/reasoning.h"
-#include "tokenizer/tool_calls.h"
+#include "chat/reasoning.h"
+#include "chat/tool_calls.h"
 #include "server/ollama_request.h"
 
 namespace qvl::server {

@@ -7,8 +7,8 @@
 
 #include "server/api.h"
 #include "server/openai_request.h"
-#include "tokenizer/reasoning.h"
-#include "tokenizer/tool_calls.h"
+#include "chat/reasoning.h"
+#include "chat/tool_calls.h"
 
 namespace qvl::server {
 

@@ -2,7 +2,7 @@
 #include "server/ollama_request.h"
 
 #include "server/api.h"
-#include "tokenizer/chat_json.h"
+#include "chat/chat_json.h"
 
 namespace qvl::server {
 

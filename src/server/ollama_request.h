@@ -11,7 +11,7 @@
 #include "server/image_input.h"
 
 #include "engine/generate.h"
-#include "tokenizer/chat_format.h"
+#include "chat/chat_format.h"
 #include "util/status.h"
 
 namespace qvl::server {

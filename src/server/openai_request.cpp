@@ -2,7 +2,7 @@
 #include "server/openai_request.h"
 
 #include "server/api.h"
-#include "tokenizer/chat_json.h"
+#include "chat/chat_json.h"
 
 namespace qvl::server {
 

@@ -6,8 +6,8 @@
 #include <string_view>
 
 #include "fuzz_util.h"
-#include "tokenizer/chat_format.h"
-#include "tokenizer/chat_json.h"
+#include "chat/chat_format.h"
+#include "chat/chat_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto j = qvl::fuzz::parse_json_bounded(std::string_view(reinterpret_cast<const char*>(data), size));

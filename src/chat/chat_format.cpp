@@ -7,7 +7,7 @@
 //   `message.content` as a condition — Python truthiness: a non-empty string, or a non-empty list,
 //   `'text' in content` — the part had a "text" key; ContentPart::text holds it (empty when absent, which
 //                        renders the same), whatever the part's kind.
-#include "tokenizer/chat_format.h"
+#include "chat/chat_format.h"
 
 #include <charconv>
 #include <cmath>

@@ -1,6 +1,6 @@
 // HTTP(S) through libcurl for the model downloads: small requests (listings, HEAD) and a file transfer that
 // resumes a partial file with a Range request.
-#include "model/http_fetch.h"
+#include "hub/http_fetch.h"
 
 #include <curl/curl.h>
 #include <fcntl.h>

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "model/http_fetch.h"
-#include "model/hub.h"
+#include "hub/http_fetch.h"
+#include "hub/hub.h"
 #include "util/status.h"
 
 namespace qvl::hub {

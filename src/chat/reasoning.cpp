@@ -1,5 +1,5 @@
 // Splitting a Thinking model's answer into reasoning and answer at "</think>" (reasoning.h).
-#include "tokenizer/reasoning.h"
+#include "chat/reasoning.h"
 
 namespace qvl {
 

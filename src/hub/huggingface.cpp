@@ -6,10 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/hub_cache.h"
-#include "model/hub_download.h"
-#include "model/hub_files.h"
-#include "model/hub_sources.h"
+#include "hub/cache.h"
+#include "hub/download.h"
+#include "hub/files.h"
+#include "hub/sources.h"
 
 namespace qvl::hub {
 

@@ -1,12 +1,12 @@
 // Downloads a model's files from the Hugging Face hub or ModelScope into that hub's own cache layout, and finds
 // a complete download there without the network: the API `qvl pull` and the model loaders use.
-#include "model/hub.h"
+#include "hub/hub.h"
 
 #include <filesystem>
 
-#include "model/hub_cache.h"
-#include "model/hub_files.h"
-#include "model/hub_sources.h"
+#include "hub/cache.h"
+#include "hub/files.h"
+#include "hub/sources.h"
 
 namespace qvl::hub {
 

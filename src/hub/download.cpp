@@ -1,6 +1,6 @@
 // Downloads a set of files a few at a time, each resumed from its partial file, checked against its published
 // size and digest before it is moved into place, with progress reports and the error messages of a model hub.
-#include "model/hub_download.h"
+#include "hub/download.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -15,8 +15,8 @@
 #include <mutex>
 #include <thread>
 
-#include "model/hub_cache.h"
-#include "model/hub_digest.h"
+#include "hub/cache.h"
+#include "util/digest.h"
 
 namespace qvl::hub {
 

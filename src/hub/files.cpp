@@ -1,5 +1,5 @@
 // Which of a checkpoint repository's files qvl downloads, and whether a directory holds all that it needs.
-#include "model/hub_files.h"
+#include "hub/files.h"
 
 #include <algorithm>
 #include <filesystem>

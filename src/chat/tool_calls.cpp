@@ -1,5 +1,5 @@
 // The tool-call blocks of tool_calls.h.
-#include "tokenizer/tool_calls.h"
+#include "chat/tool_calls.h"
 
 #include <optional>
 

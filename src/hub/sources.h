@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "model/hub.h"
+#include "hub/hub.h"
 #include "util/status.h"
 
 namespace qvl::hub {

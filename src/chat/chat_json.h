@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/chat_format.h"
+#include "chat/chat_format.h"
 #include "util/status.h"
 
 namespace qvl {

@@ -1,7 +1,7 @@
 // Where the hubs' caches live (from the same environment variables their Python tools read) and the Hugging
 // Face cache's layout: models--ORG--NAME/{blobs/<etag>, snapshots/<commit>/<file> -> ../../blobs/<etag>,
 // refs/<revision>}, shared with transformers and huggingface-cli.
-#include "model/hub_cache.h"
+#include "hub/cache.h"
 
 #include <sys/statvfs.h>
 

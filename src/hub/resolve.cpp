@@ -1,9 +1,9 @@
 // Finds the model directory a `--model M` argument means: a directory, or a hub id in the hub's cache or
 // downloaded into it.
-#include "model/resolve.h"
+#include "hub/resolve.h"
 
 #include "model/gguf_checkpoint.h"
-#include "model/hub_files.h"
+#include "hub/files.h"
 
 #include <filesystem>
 

@@ -6,7 +6,7 @@
 #include <functional>
 #include <string>
 
-#include "model/hub.h"
+#include "hub/hub.h"
 #include "util/status.h"
 
 namespace qvl {

@@ -1,5 +1,5 @@
 // Converts chat messages and tools from JSON into ChatMessage structs, classifying content parts as the chat template does.
-#include "tokenizer/chat_json.h"
+#include "chat/chat_json.h"
 
 #include <string>
 #include <utility>
