@@ -354,6 +354,60 @@ TEST_F(ModelForward, PrefillStopsBetweenSlicesWhenAsked) {
   EXPECT_EQ(full->tokens.size(), 8u);
 }
 
+// One TextActivations for every pass (model/activations.h): a pass of no more rows than the last allocates
+// nothing, and buffers left dirty by a longer pass give the logits a fresh one gives, bit for bit.
+TEST_F(ModelForward, ActivationsAreReusedAndLeaveNoTrace) {
+  const TextConfig& tc = model_->config().text;
+  const int64_t V = tc.vocab_size, n0 = 24, n1 = 5;
+  std::vector<int32_t> ids(n0), p(n0);
+  for (int64_t i = 0; i < n0; ++i) ids[i] = static_cast<int32_t>((i * 4099 + 7) % 1000), p[i] = static_cast<int32_t>(i);
+  const int32_t* p3[3] = {p.data(), p.data(), p.data()};
+  auto pass = [&](int64_t n, TextActivations* act, std::vector<float>& logits) {
+    KVCache cache(tc, n0);
+    TextSeq s;
+    s.cache = &cache;
+    s.ids = ids.data();
+    s.n = n;
+    s.pos[0] = p3[0], s.pos[1] = p3[1], s.pos[2] = p3[2];
+    s.mode = LogitsMode::kAll;
+    logits.assign(static_cast<size_t>(n * V), 0);
+    s.logits = logits.data();
+    text_forward_batch(*model_, *pool_, {s}, nullptr, act);
+  };
+  TextActivations act;
+  std::vector<float> big, reused, fresh;
+  pass(n0, &act, big);
+  const size_t bytes = act.bytes();
+  // At least every buffer of a 24-row pass: h, x, tmp [n, H]; q, attn [n, heads * hd]; k, v; gate, up; cos, sin.
+  const int64_t H = tc.hidden_size, hd = tc.head_dim, qd = tc.num_attention_heads * hd, kvd = tc.num_key_value_heads * hd;
+  EXPECT_GE(bytes, sizeof(float) * static_cast<size_t>(n0 * (3 * H + 2 * qd + 2 * kvd + 2 * tc.intermediate_size + 2 * hd)));
+  const float* h_before = act.h.data();
+  const float* gate_before = act.gate.data();
+  pass(n1, &act, reused);
+  EXPECT_EQ(act.h.data(), h_before) << "a shorter pass reallocated the hidden states";
+  EXPECT_EQ(act.gate.data(), gate_before) << "a shorter pass reallocated the MLP buffer";
+  EXPECT_EQ(act.bytes(), bytes);
+  pass(n1, nullptr, fresh);
+  ASSERT_EQ(reused.size(), fresh.size());
+  for (size_t i = 0; i < fresh.size(); ++i) ASSERT_EQ(reused[i], fresh[i]) << "logit " << i;
+  // The vision tower's buffers: sized for its patches during the pass, given back after it.
+  VisionActivations vact;
+  ImageRGB img;
+  img.width = 64, img.height = 48;
+  img.pixels.assign(64 * 48 * 3, 90);
+  auto pre = preprocess_image(img, model_->image_config());
+  ASSERT_TRUE(pre.ok()) << pre.status().message();
+  const std::vector<const PreprocessedImage*> ptrs{&*pre};
+  VisionOutput with_act = encode_images(*model_, *pool_, ptrs, nullptr, &vact);
+  const VisionConfig& vc = model_->config().vision;
+  const int64_t N = pre->num_patches(), D = vc.hidden_size;
+  EXPECT_GE(vact.peak, sizeof(float) * static_cast<size_t>(N * (6 * D + 2 * vc.head_dim()) + std::min<int64_t>(N, 512) * vc.intermediate_size));
+  EXPECT_EQ(vact.bytes(), 0u) << "the tower's buffers outlived its pass";
+  VisionOutput alone = encode_images(*model_, *pool_, ptrs);
+  EXPECT_EQ(with_act.embeds, alone.embeds);
+  EXPECT_EQ(with_act.deepstack, alone.deepstack);
+}
+
 TEST_F(ModelForward, RejectsAPromptLongerThanTheContext) {
   ChatMessage m;
   m.role = "user";

@@ -122,6 +122,8 @@ int cmd_bench(const Args& args) {
       {"ttft_ms", median(ttft)},
       {"decode_tok_s", median(decode)},
       {"peak_rss_mb", rss_mb},
+      {"activations_mb", {{"vision", static_cast<double>(last.vision_activation_bytes) / (1024.0 * 1024.0)},
+                          {"text", static_cast<double>(last.text_activation_bytes) / (1024.0 * 1024.0)}}},
       {"prompt_tokens", last.prompt_tokens},
       {"image_tokens", last.image_tokens},
       {"video_decode_ms", median(video_ms)},
@@ -146,6 +148,9 @@ int cmd_bench(const Args& args) {
                 "first token %.0f ms | decode %.2f tok/s | peak RSS %.0f MB\n",
                 load_ms, median(pre), median(vis), last.image_tokens, median(prefill), last.prompt_tokens, median(ttft),
                 median(decode), rss_mb);
+    std::printf("activations: vision %.1f MB, text %.1f MB (the forward passes' buffers at their largest)\n",
+                static_cast<double>(last.vision_activation_bytes) / (1024.0 * 1024.0),
+                static_cast<double>(last.text_activation_bytes) / (1024.0 * 1024.0));
     if (!video_files.empty())
       std::printf("video: decode + sample + resize %.0f ms | %d frames | %d video tokens\n", median(video_ms),
                   last.video_frames, last.video_tokens);

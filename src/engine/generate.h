@@ -56,6 +56,8 @@ struct GenerateTimings {
   int videos = 0, video_frames = 0, video_tokens = 0;  // sampled frames; pad tokens of all frame groups
   int cached_tokens = 0;  // prompt tokens restored from the prefix cache (not read again)
   int cached_images = 0;  // images taken from the image cache (not encoded again)
+  // The forward passes' buffers at their largest (model/activations.h), when the session ran them itself.
+  size_t text_activation_bytes = 0, vision_activation_bytes = 0;
 };
 
 enum class FinishReason { kStop, kLength, kCancelled };

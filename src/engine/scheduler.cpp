@@ -325,7 +325,8 @@ void Scheduler::finish_slot(Slot& slot, JobError error, std::string message) {
 // times measured so far (before any measurement: one block, or the weight products' ratio).
 void Scheduler::encode_slice(Encoding& e, ThreadPool& pool) {
   if (!e.encoder) {
-    e.encoder = std::make_unique<VisionEncoder>(*model_, pool, std::vector<const PreprocessedImage*>{e.pixels.get()});
+    e.act = std::make_unique<VisionActivations>();
+    e.encoder = std::make_unique<VisionEncoder>(*model_, pool, std::vector<const PreprocessedImage*>{e.pixels.get()}, *e.act);
     return;  // the patch embedding was this round's slice
   }
   const VisionConfig& vc = model_->config().vision;
@@ -354,6 +355,7 @@ void Scheduler::encode_slice(Encoding& e, ThreadPool& pool) {
   if (options_.image_cache_bytes) image_cache_.put(e.key, parts[0]);
   for (Slot& s : active_) s.session->provide_image(e.key, parts[0]);
   e.encoder.reset();
+  e.act.reset();
   e.pixels.reset();
 }
 
@@ -456,7 +458,7 @@ void Scheduler::round(ThreadPool& pool) {
   if (!batch.empty()) {
     try {
       const auto t0 = std::chrono::steady_clock::now();
-      text_forward_batch(*model_, pool, batch);
+      text_forward_batch(*model_, pool, batch, nullptr, &text_act_);
       // The costs that size the vision slices: a decode-only round, and a prompt token beyond it.
       const double ms = ms_between(t0, std::chrono::steady_clock::now());
       int64_t prompt_rows = 0;

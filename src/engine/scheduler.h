@@ -169,6 +169,7 @@ class Scheduler {
     ImageKey key;
     std::shared_ptr<const PreprocessedImage> pixels;
     std::unique_ptr<VisionEncoder> encoder;  // created at its first slice
+    std::unique_ptr<VisionActivations> act;  // the encoder's buffers (given back when it is done)
   };
   void run();
   void admit(std::shared_ptr<Job> job);
@@ -191,6 +192,7 @@ class Scheduler {
   std::deque<std::shared_ptr<Job>> queue_;
   std::vector<Slot> active_;  // touched only by the inference thread, oldest first; its size mirrored in busy_
   std::vector<Encoding> encodings_;  // inference thread only
+  TextActivations text_act_;         // the batched passes' buffers, inference thread only
   ImageCache image_cache_;
   PrefixCache prefix_cache_;
   std::atomic<uint64_t> images_encoded_{0};

@@ -415,7 +415,8 @@ Status Session::start(ThreadPool& pool, const std::vector<ChatMessage>& messages
     phase("vision");
     std::vector<const PreprocessedImage*> ptrs;
     for (const PendingImage& p : pending) ptrs.push_back(p.pixels.get());
-    auto parts = split_encoded(encode_images(model_, pool, ptrs, cb.dump), ptrs);
+    auto parts = split_encoded(encode_images(model_, pool, ptrs, cb.dump, &vision_act_), ptrs);
+    result_.timings.vision_activation_bytes = vision_act_.peak;
     for (size_t k = 0; k < pending.size(); ++k) {
       if (caches_.images) caches_.images->put(pending[k].key, parts[k]);
       provide_image(pending[k].key, parts[k]);
@@ -432,7 +433,8 @@ Status Session::start(ThreadPool& pool, const std::vector<ChatMessage>& messages
     if (!first && stopped()) return Status::Ok();
     first = false;
     TextSeq s = prefill_slice(chunk);
-    text_forward_batch(model_, pool, {s}, cb.dump);
+    text_forward_batch(model_, pool, {s}, cb.dump, &text_act_);
+    result_.timings.text_activation_bytes = std::max(result_.timings.text_activation_bytes, text_act_.bytes());
     prefill_done(s);
   }
   return Status::Ok();
@@ -442,7 +444,8 @@ Session::Step Session::step(ThreadPool& pool) {
   Step out = sample();
   if (out.done || phase_ != Phase::kDecode) return out;
   TextSeq row = decode_row();
-  text_forward_batch(model_, pool, {row});
+  text_forward_batch(model_, pool, {row}, nullptr, &text_act_);
+  result_.timings.text_activation_bytes = std::max(result_.timings.text_activation_bytes, text_act_.bytes());
   decode_done();
   return out;
 }

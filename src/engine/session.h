@@ -132,6 +132,9 @@ class Session {
   std::unique_ptr<StopChecker> stops_;
   std::unique_ptr<JsonConstraint> json_;  // options_.json: the token mask
   std::vector<float> logits_;  // [vocab]
+  // The buffers of the passes start() and step() run (a scheduler runs its own).
+  TextActivations text_act_;
+  VisionActivations vision_act_;
   int64_t rope_delta_ = 0;
   int64_t max_new_ = 0;
   int32_t eos_[2] = {-1, -1};

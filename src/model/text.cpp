@@ -118,7 +118,8 @@ void text_forward(const Model& model, ThreadPool& pool, KVCache& cache, const in
   text_forward_batch(model, pool, {s}, dump);
 }
 
-void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<TextSeq>& seqs, const DumpFn* dump) {
+void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<TextSeq>& seqs, const DumpFn* dump,
+                        TextActivations* act) {
   const TextConfig& c = model.config().text;
   const TextW& w = model.text();
   const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
@@ -135,12 +136,19 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
   }
   const int64_t n = row0[S];
   if (n == 0) return;
+  // The rows that will want logits (the LM head reads them gathered), to size the buffers.
+  int64_t logit_rows = 0;
+  for (const TextSeq& q : seqs)
+    logit_rows += q.mode == LogitsMode::kNone ? 0 : q.mode == LogitsMode::kLast ? 1 : q.n;
+  TextActivations local;
+  TextActivations& a = act ? *act : local;
+  a.reserve(c, n, logit_rows, /*gathered_logits=*/S > 1, pool.size());
   auto emit = [&](const std::string& name, const float* data, std::vector<int64_t> shape) {
     if (dump) (*dump)(name, data, shape);
   };
 
   // inputs_embeds = self.embed_tokens(input_ids); inputs_embeds.masked_scatter(image_mask, image_embeds)
-  std::vector<float> h(static_cast<size_t>(n * H));  // [n, H]: every sequence's rows, stacked
+  std::vector<float>& h = a.h;  // [n, H]: every sequence's rows, stacked
   std::vector<std::vector<int64_t>> visual_rows(static_cast<size_t>(S));  // per sequence: stacked rows of its image pads
   for (int64_t s = 0; s < S; ++s) {
     const TextSeq& q = seqs[s];
@@ -160,18 +168,20 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
   }
   emit("model.language_model.embed_tokens", h.data(), {n, H});
 
-  std::vector<float> cos_t(static_cast<size_t>(n * hd)), sin_t(static_cast<size_t>(n * hd));  // [n, hd]
+  std::vector<float>& cos_t = a.cos;  // [n, hd]
+  std::vector<float>& sin_t = a.sin;  // [n, hd]
   for (int64_t s = 0; s < S; ++s)
     mrope_tables(c, seqs[s].pos, seqs[s].n, &cos_t[static_cast<size_t>(row0[s] * hd)], &sin_t[static_cast<size_t>(row0[s] * hd)]);
 
-  std::vector<float> x(static_cast<size_t>(n * H)),       // [n, H] normed input
-      q(static_cast<size_t>(n * qd)),                     // [n, nh * hd]
-      k(static_cast<size_t>(n * kvd)),                    // [n, nkv * hd]
-      v(static_cast<size_t>(n * kvd)),                    // [n, nkv * hd]
-      attn(static_cast<size_t>(n * qd)),                  // [n, nh * hd]
-      tmp(static_cast<size_t>(n * H)),                    // [n, H]
-      gate(static_cast<size_t>(n * I)),                   // [n, I]
-      up(static_cast<size_t>(n * I));                     // [n, I]
+  // The layers' buffers (model/activations.h).
+  std::vector<float>& x = a.x;        // [n, H] normed input
+  std::vector<float>& q = a.q;        // [n, nh * hd]
+  std::vector<float>& k = a.k;        // [n, nkv * hd]
+  std::vector<float>& v = a.v;        // [n, nkv * hd]
+  std::vector<float>& attn = a.attn;  // [n, nh * hd]
+  std::vector<float>& tmp = a.tmp;    // [n, H]
+  std::vector<float>& gate = a.gate;  // [n, I]
+  std::vector<float>& up = a.up;      // [n, I]
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t group = nh / nkv;
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
@@ -195,9 +205,11 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
     // Causal attention over each sequence's cache; query heads kv * group .. + group read kv head kv
     // (repeat_kv), whose keys and values are appended to the cache and read back (widened from f16) once
     // for the group. Work items: (sequence, kv head).
-    pool.parallel_for(S * nkv, 1, [&](int, int64_t w0, int64_t w1) {
-      thread_local AttentionScratch scratch;
-      thread_local std::vector<float> kbuf, vbuf;
+    pool.parallel_for(S * nkv, 1, [&](int t, int64_t w0, int64_t w1) {
+      AttentionThreadScratch& mine = a.threads[static_cast<size_t>(t)];
+      AttentionScratch& scratch = mine.attention;
+      std::vector<float>& kbuf = mine.keys;
+      std::vector<float>& vbuf = mine.values;
       for (int64_t item = w0; item < w1; ++item) {
         const int64_t s = item / nkv, kv = item % nkv;
         KVCache& cache = *seqs[s].cache;
@@ -241,14 +253,13 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
   }
   if (want.empty()) return;
   const int64_t rows = static_cast<int64_t>(want.size());
-  std::vector<float> picked(static_cast<size_t>(rows * H));  // [rows, H]
+  std::vector<float>& picked = a.picked;  // [rows, H]
   for (int64_t r = 0; r < rows; ++r)
     std::copy(&h[static_cast<size_t>(want[r] * H)], &h[static_cast<size_t>((want[r] + 1) * H)], &picked[static_cast<size_t>(r * H)]);
   rms_norm(pool, picked.data(), rows, H, w.norm.data(), c.rms_norm_eps, x.data());
   emit("model.language_model.norm", x.data(), {rows, H});
   const bool one_out = S == 1;  // one sequence: its logits buffer takes all rows directly
-  std::vector<float> all_logits(one_out ? 0 : static_cast<size_t>(rows * V));  // [rows, V]
-  float* out = one_out ? seqs[0].logits : all_logits.data();
+  float* out = one_out ? seqs[0].logits : a.logits.data();  // [rows, V]
   matmul(pool, x.data(), rows, w.lm_head, nullptr, out);
   emit("lm_head", out, {rows, V});
   if (one_out) return;
@@ -256,7 +267,7 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
   for (const TextSeq& s : seqs) {
     if (s.mode == LogitsMode::kNone) continue;
     const int64_t count = s.mode == LogitsMode::kLast ? 1 : s.n;
-    std::copy(&all_logits[static_cast<size_t>(r * V)], &all_logits[static_cast<size_t>((r + count) * V)], s.logits);
+    std::copy(out + r * V, out + (r + count) * V, s.logits);
     r += count;
   }
 }

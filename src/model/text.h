@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "model/activations.h"
 #include "model/kv_type.h"
 #include "model/model.h"
 #include "util/thread_pool.h"
@@ -87,9 +88,10 @@ struct TextSeq {
 
 // Runs several sequences in one pass: their rows are stacked so that every weight matrix is read once for
 // all of them (a decode round of many slots, or decode rows beside a prefill slice); attention reads each
-// sequence's own cache. Each row's result is the same as when its sequence runs alone.
+// sequence's own cache. Each row's result is the same as when its sequence runs alone. The buffers are
+// act's (model/activations.h; a local one when null), kept for the next pass.
 void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<TextSeq>& seqs,
-                        const DumpFn* dump = nullptr);
+                        const DumpFn* dump = nullptr, TextActivations* act = nullptr);
 
 // Runs n tokens (ids) at the given 3-D positions (pos[axis][i]) after the cache's current length, appends
 // their keys/values to the cache, and writes logits for the last token ([vocab]) or for all ([n, vocab]).

@@ -81,23 +81,25 @@ void rotary_tables(const VisionConfig& c, int gh, int gw, int merge, float* cos_
 }
 
 // Bidirectional multi-head attention within one image: qkv [L, 3 * D] (rotary already applied to q and k),
-// out [L, D]; one head per task.
-void attention(ThreadPool& pool, const float* qkv, int64_t L, int heads, int hd, float* out) {
+// out [L, D]; one head per task, each thread on its own scratch.
+void attention(ThreadPool& pool, const float* qkv, int64_t L, int heads, int hd, float* out,
+               std::vector<AttentionThreadScratch>& threads) {
   const int64_t D = static_cast<int64_t>(heads) * hd, stride = 3 * D;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  pool.parallel_for(heads, 1, [&](int, int64_t h0, int64_t h1) {
-    thread_local AttentionScratch scratch;
+  pool.parallel_for(heads, 1, [&](int t, int64_t h0, int64_t h1) {
+    AttentionScratch& scratch = threads[static_cast<size_t>(t)].attention;
     for (int64_t h = h0; h < h1; ++h)
       attention_head(qkv + h * hd, stride, L, qkv + D + h * hd, stride, qkv + 2 * D + h * hd, stride, L, hd, scale,
                      /*causal_offset=*/-1, out + h * hd, D, scratch);
   });
 }
 
-// Qwen3VLVisionPatchMerger: [n, D] patches -> [n / m², out] tokens.
+// Qwen3VLVisionPatchMerger: [n, D] patches -> [n / m², out] tokens; its norm's output in act.normed and its
+// hidden layer in act.tmp (both [n, D] floats), free between blocks.
 std::vector<float> patch_merger(ThreadPool& pool, const MergerW& w, const VisionConfig& c, const float* x, int64_t n,
-                         bool postshuffle) {
+                                bool postshuffle, VisionActivations& act) {
   const int64_t D = c.hidden_size, M = c.merged_dim(), rows = n / (M / D);
-  std::vector<float> normed(static_cast<size_t>(n * D));
+  std::vector<float>& normed = act.normed;  // [n, D]
   if (postshuffle) {
     // x = self.norm(x.view(-1, self.hidden_size)): LayerNorm over the concatenated 2x2 window
     layer_norm(pool, x, rows, M, w.norm.w.data(), w.norm.b.data(), c.layer_norm_eps, normed.data());
@@ -106,7 +108,7 @@ std::vector<float> patch_merger(ThreadPool& pool, const MergerW& w, const Vision
     layer_norm(pool, x, n, D, w.norm.w.data(), w.norm.b.data(), c.layer_norm_eps, normed.data());
   }
   // x = self.linear_fc2(self.act_fn(self.linear_fc1(x))), act_fn = nn.GELU() (erf)
-  std::vector<float> hidden(static_cast<size_t>(rows * M));
+  std::vector<float>& hidden = act.tmp;  // [rows, M] = [n, D]
   matmul(pool, normed.data(), rows, w.fc1.w, w.fc1.bias(), hidden.data());
   gelu_erf(pool, hidden.data(), rows * M);
   std::vector<float> out(static_cast<size_t>(rows * c.out_hidden_size));
@@ -122,8 +124,8 @@ constexpr int64_t kMlpRows = 512;
 }  // namespace
 
 VisionEncoder::VisionEncoder(const Model& model, ThreadPool& pool, std::vector<const PreprocessedImage*> images,
-                             const DumpFn* dump)
-    : model_(model), images_(std::move(images)), dump_(dump) {
+                             VisionActivations& act, const DumpFn* dump)
+    : model_(model), images_(std::move(images)), dump_(dump), act_(act) {
   const VisionConfig& c = model.config().vision;
   const VisionW& w = model.vision();
   const int64_t D = c.hidden_size, P = c.patch_dim(), hd = c.head_dim();
@@ -133,7 +135,9 @@ VisionEncoder::VisionEncoder(const Model& model, ThreadPool& pool, std::vector<c
   const int64_t N = N_;
 
   // hidden_states = self.patch_embed(hidden_states): Conv3d with stride = kernel, i.e. a matrix product.
-  std::vector<float> pixels(static_cast<size_t>(N * P));  // [N, P]
+  std::vector<float>& pixels = act_.pixels;  // [N, P]
+  pixels.resize(static_cast<size_t>(N * P));
+  if (act_.h.size() < static_cast<size_t>(N * D)) act_.h.resize(static_cast<size_t>(N * D));
   {
     int64_t off = 0;
     for (const PreprocessedImage* im : images_) {
@@ -142,27 +146,25 @@ VisionEncoder::VisionEncoder(const Model& model, ThreadPool& pool, std::vector<c
       off += static_cast<int64_t>(im->pixel_values.size());
     }
   }
-  h_.resize(static_cast<size_t>(N * D));
-  matmul(pool, pixels.data(), N, w.patch_embed.w, w.patch_embed.bias(), h_.data());
-  std::vector<float>().swap(pixels);  // not read again: give its memory back before the blocks run
-  emit("model.visual.patch_embed", h_.data(), {N, D});
+  matmul(pool, pixels.data(), N, w.patch_embed.w, w.patch_embed.bias(), act_.h.data());
+  std::vector<float>().swap(pixels);  // not read again: give its memory back before the blocks' buffers
+  act_.reserve(c, N, kMlpRows, pool.size());
+  emit("model.visual.patch_embed", act_.h.data(), {N, D});
 
   // hidden_states = hidden_states + self.fast_pos_embed_interpolate(grid_thw); cos/sin of rot_pos_emb.
-  cos_.resize(static_cast<size_t>(N * hd));
-  sin_.resize(static_cast<size_t>(N * hd));
   {
     int64_t off = 0;
     for (const PreprocessedImage* im : images_) {
       const int64_t per_frame = static_cast<int64_t>(im->grid_h) * im->grid_w;
       for (int t = 0; t < im->grid_t; ++t) {
-        add_position_embedding(w, c, im->grid_h, im->grid_w, merge, h_.data() + (off + t * per_frame) * D);
-        rotary_tables(c, im->grid_h, im->grid_w, merge, cos_.data() + (off + t * per_frame) * hd,
-                      sin_.data() + (off + t * per_frame) * hd);
+        add_position_embedding(w, c, im->grid_h, im->grid_w, merge, act_.h.data() + (off + t * per_frame) * D);
+        rotary_tables(c, im->grid_h, im->grid_w, merge, act_.cos.data() + (off + t * per_frame) * hd,
+                      act_.sin.data() + (off + t * per_frame) * hd);
       }
       off += im->num_patches();
     }
   }
-  emit("model.visual.pos_embed_added", h_.data(), {N, D});
+  emit("model.visual.pos_embed_added", act_.h.data(), {N, D});
   out_.deepstack.resize(c.deepstack_visual_indexes.size());
   out_.dim = c.out_hidden_size;
   out_.n_tokens = N / (merge * merge);
@@ -185,12 +187,15 @@ bool VisionEncoder::step(ThreadPool& pool, int max_blocks) {
   const VisionW& w = model_.vision();
   const int64_t N = N_, D = c.hidden_size, hd = c.head_dim();
   if (layer_ < c.depth && max_blocks > 0) {
-    // Scratch for this call's blocks: [N, D] normed, [N, 3D] qkv, [N, D] attention out and residual
-    // branch, [min(N, kMlpRows), I] MLP activations.
-    std::vector<float> normed(static_cast<size_t>(N * D)), qkv(static_cast<size_t>(N * 3 * D)),
-        attn(static_cast<size_t>(N * D)), tmp(static_cast<size_t>(N * D)),
-        mlp(static_cast<size_t>(std::min(N, kMlpRows) * c.intermediate_size));
-    std::vector<float>& h = h_;
+    // The blocks' buffers (model/activations.h), sized by the constructor.
+    std::vector<float>& h = act_.h;            // [N, D]
+    std::vector<float>& normed = act_.normed;  // [N, D]
+    std::vector<float>& qkv = act_.qkv;        // [N, 3 D]
+    std::vector<float>& attn = act_.attn;      // [N, D]
+    std::vector<float>& tmp = act_.tmp;        // [N, D]
+    std::vector<float>& mlp = act_.mlp;        // [min(N, kMlpRows), I]
+    const std::vector<float>& cos = act_.cos;  // [N, head_dim]
+    const std::vector<float>& sin = act_.sin;  // [N, head_dim]
     for (int done = 0; done < max_blocks && layer_ < c.depth; ++done, ++layer_) {
       const int layer = layer_;
       const VisionBlockW& b = w.blocks[layer];
@@ -201,8 +206,8 @@ bool VisionEncoder::step(ThreadPool& pool, int max_blocks) {
       pool.parallel_for(N, 64, [&](int, int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i)
           for (int hh = 0; hh < c.num_heads; ++hh) {
-            rope_rotate_half(&qkv[static_cast<size_t>(i * 3 * D + hh * hd)], hd, &cos_[i * hd], &sin_[i * hd]);
-            rope_rotate_half(&qkv[static_cast<size_t>(i * 3 * D + D + hh * hd)], hd, &cos_[i * hd], &sin_[i * hd]);
+            rope_rotate_half(&qkv[static_cast<size_t>(i * 3 * D + hh * hd)], hd, &cos[i * hd], &sin[i * hd]);
+            rope_rotate_half(&qkv[static_cast<size_t>(i * 3 * D + D + hh * hd)], hd, &cos[i * hd], &sin[i * hd]);
           }
       });
       // Attention is block-diagonal: each image (each frame group) attends only to itself (cu_seqlens).
@@ -211,7 +216,7 @@ bool VisionEncoder::step(ThreadPool& pool, int max_blocks) {
         const int64_t per_frame = static_cast<int64_t>(im->grid_h) * im->grid_w;
         for (int t = 0; t < im->grid_t; ++t, off += per_frame)
           attention(pool, &qkv[static_cast<size_t>(off * 3 * D)], per_frame, c.num_heads, static_cast<int>(hd),
-                    &attn[static_cast<size_t>(off * D)]);
+                    &attn[static_cast<size_t>(off * D)], act_.threads);
       }
       matmul(pool, attn.data(), N, b.proj.w, b.proj.bias(), tmp.data());
       add_inplace(pool, h.data(), tmp.data(), N * D);
@@ -231,7 +236,7 @@ bool VisionEncoder::step(ThreadPool& pool, int max_blocks) {
       auto ds = std::find(c.deepstack_visual_indexes.begin(), c.deepstack_visual_indexes.end(), layer);
       if (ds != c.deepstack_visual_indexes.end()) {
         const size_t j = static_cast<size_t>(ds - c.deepstack_visual_indexes.begin());
-        out_.deepstack[j] = patch_merger(pool, w.deepstack[j], c, h.data(), N, /*postshuffle=*/true);
+        out_.deepstack[j] = patch_merger(pool, w.deepstack[j], c, h.data(), N, /*postshuffle=*/true, act_);
         emit("model.visual.deepstack_merger_list." + std::to_string(j), out_.deepstack[j].data(),
              {out_.n_tokens, out_.dim});
       }
@@ -240,12 +245,10 @@ bool VisionEncoder::step(ThreadPool& pool, int max_blocks) {
   }
   if (layer_ == c.depth && !merged_) {
     // hidden_states = self.merger(hidden_states)
-    out_.embeds = patch_merger(pool, w.merger, c, h_.data(), N, /*postshuffle=*/false);
+    out_.embeds = patch_merger(pool, w.merger, c, act_.h.data(), N, /*postshuffle=*/false, act_);
     emit("model.visual.merger", out_.embeds.data(), {out_.n_tokens, out_.dim});
     merged_ = true;
-    std::vector<float>().swap(h_);
-    std::vector<float>().swap(cos_);
-    std::vector<float>().swap(sin_);
+    act_.release();  // the pass is over: its buffers go back (their peak stays counted)
   }
   return done();
 }
@@ -256,8 +259,9 @@ VisionOutput VisionEncoder::take() {
 }
 
 VisionOutput encode_images(const Model& model, ThreadPool& pool, const std::vector<const PreprocessedImage*>& images,
-                           const DumpFn* dump) {
-  VisionEncoder enc(model, pool, images, dump);
+                           const DumpFn* dump, VisionActivations* act) {
+  VisionActivations local;
+  VisionEncoder enc(model, pool, images, act ? *act : local, dump);
   while (!enc.step(pool, model.config().vision.depth)) {
   }
   return enc.take();

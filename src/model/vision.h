@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "model/activations.h"
 #include "model/image_processor.h"
 #include "model/model.h"
 #include "util/thread_pool.h"
@@ -20,11 +21,12 @@ struct VisionOutput {
 
 // The tower run in pieces, so that a scheduler can put decode rounds of other requests between them: the
 // constructor embeds the patches, each step() runs up to max_blocks blocks (the final merger gets a step
-// of its own), and take() hands over the output once done(). The images must outlive the encoder.
+// of its own), and take() hands over the output once done(). The images and the activations (whose
+// buffers the pass sizes, uses and gives back at its end) must outlive the encoder.
 class VisionEncoder {
  public:
   VisionEncoder(const Model& model, ThreadPool& pool, std::vector<const PreprocessedImage*> images,
-                const DumpFn* dump = nullptr);
+                VisionActivations& act, const DumpFn* dump = nullptr);
   // Runs up to max_blocks blocks, or the merger when the blocks are done; true once everything is done.
   bool step(ThreadPool& pool, int max_blocks);
   bool done() const { return merged_; }
@@ -39,17 +41,16 @@ class VisionEncoder {
   const Model& model_;
   std::vector<const PreprocessedImage*> images_;
   const DumpFn* dump_;
+  VisionActivations& act_;    // every buffer of the pass (model/activations.h)
   int64_t N_ = 0;             // patches of all images
-  std::vector<float> h_;      // [N, D] hidden states between blocks
-  std::vector<float> cos_;    // [N, head_dim]
-  std::vector<float> sin_;    // [N, head_dim]
   int layer_ = 0;             // the next block
   bool merged_ = false;
   VisionOutput out_;
 };
 
-// Encodes the images (each already preprocessed) in one pass; attention stays within each image.
+// Encodes the images (each already preprocessed) in one pass; attention stays within each image. Its
+// buffers are act's (a local one when null).
 VisionOutput encode_images(const Model& model, ThreadPool& pool, const std::vector<const PreprocessedImage*>& images,
-                           const DumpFn* dump = nullptr);
+                           const DumpFn* dump = nullptr, VisionActivations* act = nullptr);
 
 }  // namespace qvl
