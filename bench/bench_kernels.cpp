@@ -36,20 +36,7 @@ Weights make_weights(WeightType type, int64_t m, int64_t k) {
   for (int64_t r = 0; r < m; ++r) {
     for (auto& v : row) v = u(rng);
     uint8_t* dst = w.data.data() + rb * static_cast<size_t>(r);
-    switch (type) {
-      case WeightType::kF32: std::memcpy(dst, row.data(), rb); break;
-      case WeightType::kBF16:
-        for (int64_t i = 0; i < k; ++i) reinterpret_cast<uint16_t*>(dst)[i] = f32_to_bf16(row[i]);
-        break;
-      case WeightType::kF16:
-        for (int64_t i = 0; i < k; ++i) reinterpret_cast<uint16_t*>(dst)[i] = f32_to_f16(row[i]);
-        break;
-      case WeightType::kQ8_0: quantize_row_q8_0_ref(row.data(), reinterpret_cast<BlockQ8_0*>(dst), k); break;
-      case WeightType::kQ4_0: quantize_row_q4_0_ref(row.data(), reinterpret_cast<BlockQ4_0*>(dst), k); break;
-      case WeightType::kQ4_K: quantize_row_q4_k(row.data(), dst, k); break;
-      case WeightType::kQ5_K: quantize_row_q5_k(row.data(), dst, k); break;
-      case WeightType::kQ6_K: quantize_row_q6_k(row.data(), dst, k); break;
-    }
+    weight_type_traits(type).from_f32(row.data(), dst, k);
   }
   w.mat = Mat{type, m, k, w.data.data()};
   if (is_interleavable(type) && m % 8 == 0) {  // as the loader stores them

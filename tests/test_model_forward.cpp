@@ -390,6 +390,26 @@ TEST_F(ModelForward, ActivationsAreReusedAndLeaveNoTrace) {
   pass(n1, nullptr, fresh);
   ASSERT_EQ(reused.size(), fresh.size());
   for (size_t i = 0; i < fresh.size(); ++i) ASSERT_EQ(reused[i], fresh[i]) << "logit " << i;
+  // Two sequences in one pass: their logits gathered in act.logits, then handed out.
+  auto two = [&](TextActivations* act, std::vector<float>& logits) {
+    KVCache c0(tc, n0), c1(tc, n0);
+    logits.assign(static_cast<size_t>(2 * V), 0);
+    std::vector<TextSeq> seqs(2);
+    for (int j = 0; j < 2; ++j) {
+      seqs[j].cache = j == 0 ? &c0 : &c1;
+      seqs[j].ids = ids.data() + 3 * j;
+      seqs[j].n = 4 + 3 * j;
+      seqs[j].pos[0] = seqs[j].pos[1] = seqs[j].pos[2] = p.data();
+      seqs[j].mode = LogitsMode::kLast;
+      seqs[j].logits = logits.data() + j * V;
+    }
+    text_forward_batch(*model_, *pool_, seqs, nullptr, act);
+  };
+  std::vector<float> two_reused, two_fresh;
+  two(&act, two_reused);
+  two(&act, two_reused);  // the second time over buffers the first left
+  two(nullptr, two_fresh);
+  for (size_t i = 0; i < two_fresh.size(); ++i) ASSERT_EQ(two_reused[i], two_fresh[i]) << "batched logit " << i;
   // The vision tower's buffers: sized for its patches during the pass, given back after it.
   VisionActivations vact;
   ImageRGB img;

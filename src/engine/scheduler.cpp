@@ -344,6 +344,8 @@ void Scheduler::encode_slice(Encoding& e, ThreadPool& pool) {
   const int before = e.encoder->blocks_left();
   const auto t0 = std::chrono::steady_clock::now();
   const bool done = e.encoder->step(pool, blocks);
+  // The decode rounds until the next slice do not hold the tower's scratch (the hidden states stay).
+  if (!done) e.act->release_blocks();
   const int ran = before - e.encoder->blocks_left() - (done ? 1 : 0);  // blocks, the merger not counted
   if (ran > 0 && !done) {
     const double ms = ms_between(t0, std::chrono::steady_clock::now()) / (ran * patches);

@@ -168,8 +168,8 @@ class Scheduler {
   struct Encoding {
     ImageKey key;
     std::shared_ptr<const PreprocessedImage> pixels;
+    std::unique_ptr<VisionActivations> act;  // the encoder's buffers (it is destroyed first)
     std::unique_ptr<VisionEncoder> encoder;  // created at its first slice
-    std::unique_ptr<VisionActivations> act;  // the encoder's buffers (given back when it is done)
   };
   void run();
   void admit(std::shared_ptr<Job> job);

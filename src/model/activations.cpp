@@ -62,6 +62,12 @@ void VisionActivations::reserve(const VisionConfig& c, int64_t N, int64_t mlp_ro
   peak = std::max(peak, bytes());
 }
 
+void VisionActivations::release_blocks() {
+  peak = std::max(peak, bytes());
+  for (std::vector<float>* v : {&normed, &qkv, &attn, &tmp, &mlp}) std::vector<float>().swap(*v);
+  threads.clear();
+}
+
 void VisionActivations::release() {
   peak = std::max(peak, bytes());
   for (std::vector<float>* v : {&pixels, &h, &cos, &sin, &normed, &qkv, &attn, &tmp, &mlp}) std::vector<float>().swap(*v);

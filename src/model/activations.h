@@ -59,8 +59,13 @@ struct VisionActivations {
   std::vector<AttentionThreadScratch> threads;  // [pool threads]
   size_t peak = 0;            // the most bytes() has been
 
-  // Sizes every buffer but pixels (which the patch embedding sizes and frees first) for N patches.
+  // Sizes every buffer but pixels for N patches (the patch embedding sizes pixels, h, cos and sin itself,
+  // and frees pixels before the blocks' buffers are sized).
   void reserve(const VisionConfig& c, int64_t N, int64_t mlp_rows, int threads);
+  // Gives the blocks' scratch back (normed, qkv, attn, tmp, mlp, threads), keeping the hidden states and
+  // rotary tables: a scheduler does so between slices of a pass, so that the decode rounds it runs in
+  // between do not hold it; the next step() sizes it again.
+  void release_blocks();
   // Gives every buffer back (a tower pass is over; its peak is kept).
   void release();
   size_t bytes() const;

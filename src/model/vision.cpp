@@ -99,6 +99,8 @@ void attention(ThreadPool& pool, const float* qkv, int64_t L, int heads, int hd,
 std::vector<float> patch_merger(ThreadPool& pool, const MergerW& w, const VisionConfig& c, const float* x, int64_t n,
                                 bool postshuffle, VisionActivations& act) {
   const int64_t D = c.hidden_size, M = c.merged_dim(), rows = n / (M / D);
+  if (act.normed.size() < static_cast<size_t>(n * D)) act.normed.resize(static_cast<size_t>(n * D));
+  if (act.tmp.size() < static_cast<size_t>(n * D)) act.tmp.resize(static_cast<size_t>(n * D));
   std::vector<float>& normed = act.normed;  // [n, D]
   if (postshuffle) {
     // x = self.norm(x.view(-1, self.hidden_size)): LayerNorm over the concatenated 2x2 window
@@ -148,7 +150,8 @@ VisionEncoder::VisionEncoder(const Model& model, ThreadPool& pool, std::vector<c
   }
   matmul(pool, pixels.data(), N, w.patch_embed.w, w.patch_embed.bias(), act_.h.data());
   std::vector<float>().swap(pixels);  // not read again: give its memory back before the blocks' buffers
-  act_.reserve(c, N, kMlpRows, pool.size());
+  if (act_.cos.size() < static_cast<size_t>(N * hd)) act_.cos.resize(static_cast<size_t>(N * hd));
+  if (act_.sin.size() < static_cast<size_t>(N * hd)) act_.sin.resize(static_cast<size_t>(N * hd));
   emit("model.visual.patch_embed", act_.h.data(), {N, D});
 
   // hidden_states = hidden_states + self.fast_pos_embed_interpolate(grid_thw); cos/sin of rot_pos_emb.
@@ -187,7 +190,9 @@ bool VisionEncoder::step(ThreadPool& pool, int max_blocks) {
   const VisionW& w = model_.vision();
   const int64_t N = N_, D = c.hidden_size, hd = c.head_dim();
   if (layer_ < c.depth && max_blocks > 0) {
-    // The blocks' buffers (model/activations.h), sized by the constructor.
+    // The blocks' buffers (model/activations.h): sized by the constructor, and again here after a
+    // scheduler gave them back between slices (release_blocks).
+    act_.reserve(c, N, kMlpRows, pool.size());
     std::vector<float>& h = act_.h;            // [N, D]
     std::vector<float>& normed = act_.normed;  // [N, D]
     std::vector<float>& qkv = act_.qkv;        // [N, 3 D]

@@ -45,10 +45,9 @@ class Binder {
         layout = Layout::kInterleaved8;
       }
       WeightType type = WeightType::kF32;
-      for (WeightType k : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K})
-        if (type_name == weight_type_name(k) && layout == Layout::kRows) type = k;
-      const bool kquant = is_kquant(type);
-      if ((!kquant && (!weight_type_from_name(type_name, &type) || !is_block32_quant(type))) || cols % kQK != 0 ||
+      const bool named = weight_type_from_any_name(type_name, &type);
+      const bool kquant = named && is_kquant(type) && layout == Layout::kRows;  // stored by rows only
+      if (!named || !(kquant || is_block32_quant(type)) || cols % kQK != 0 ||
           (kquant && cols % kQKK != 0) || (layout == Layout::kInterleaved8 && shape[0] % 8 != 0))
         return Status::Error("tensor " + name + " [" + std::to_string(shape[0]) + ", " + std::to_string(cols) +
                              "]: metadata names type '" + *q + "', expected q8_0, q4_0, q8_0x8 or q4_0x8 (x8: rows a "

@@ -7,6 +7,7 @@
 
 #include "tensor/kquant.h"
 #include "tensor/quant.h"
+#include "util/status.h"
 
 namespace qvl {
 
@@ -46,8 +47,8 @@ void unpack(const void* group, int c, int64_t blocks, void* row) {
   F(static_cast<const Group*>(group), c, blocks, static_cast<Block*>(row));
 }
 
-// In WeightType's order.
-const WeightTypeTraits kTraits[] = {
+// In WeightType's order (checked below).
+constexpr WeightTypeTraits kTraits[] = {
     {.type = WeightType::kF32, .name = "f32", .ggml_type = 0, .dtype = DType::kF32, .block_values = 1,
      .block_bytes = 4, .load_target = true, .from_f32 = f32_from_f32, .to_f32 = f32_to_f32,
      .pack_x8 = nullptr, .unpack_x8 = nullptr},
@@ -81,14 +82,33 @@ const WeightTypeTraits kTraits[] = {
      .pack_x8 = pack<BlockQ6_K, BlockQ6_Kx8, pack_q6_kx8>, .unpack_x8 = unpack<BlockQ6_K, BlockQ6_Kx8, unpack_q6_kx8>},
 };
 static_assert(std::size(kTraits) == kNumWeightTypes, "one row per WeightType");
+constexpr bool in_enum_order() {
+  for (int i = 0; i < kNumWeightTypes; ++i)
+    if (kTraits[i].type != static_cast<WeightType>(i)) return false;
+  return true;
+}
+static_assert(in_enum_order(), "kTraits[i] describes WeightType i");
 
 }  // namespace
 
-const WeightTypeTraits& weight_type_traits(WeightType t) { return kTraits[static_cast<int>(t)]; }
+const WeightTypeTraits& weight_type_traits(WeightType t) {
+  const int i = static_cast<int>(t);
+  QVL_CHECK(i >= 0 && i < kNumWeightTypes);
+  return kTraits[i];
+}
 
 bool weight_type_from_ggml(uint32_t ggml_type, WeightType* out) {
   for (const WeightTypeTraits& w : kTraits)
     if (w.ggml_type == ggml_type) {
+      *out = w.type;
+      return true;
+    }
+  return false;
+}
+
+bool weight_type_from_any_name(const std::string& name, WeightType* out) {
+  for (const WeightTypeTraits& w : kTraits)
+    if (name == w.name) {
       *out = w.type;
       return true;
     }

@@ -45,6 +45,9 @@ inline const char* weight_type_name(WeightType t) { return weight_type_traits(t)
 // are bound from GGUF files, not converted to).
 bool weight_type_from_name(const std::string& name, WeightType* out);
 
+// Parses any type's name ("q6_k" too), as safetensors metadata names a stored matrix's type.
+bool weight_type_from_any_name(const std::string& name, WeightType* out);
+
 inline WeightType weight_type_of(DType t) {
   switch (t) {
     case DType::kF32: return WeightType::kF32;

@@ -34,8 +34,6 @@ class Digest {
   std::unique_ptr<Ctx> ctx_;
 };
 
-using Sha256 = std::array<uint8_t, 32>;
-
 // Lowercase hex of bytes ("e3b0c442...").
 std::string to_hex(const std::string& bytes);
 // Lowercase hex SHA-256 of `size` bytes at `data`.
