@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/logprobs.h"
 #include "engine/json_grammar.h"
 #include "engine/sampler.h"
 #include "io/image.h"
@@ -36,6 +37,15 @@ struct GenerateOptions {
   // The text around it, forced token by token (a tool call's "<tool_call>\n" and "\n</tool_call>").
   std::shared_ptr<const JsonGrammar> json;
   std::string json_prefix, json_suffix;
+  // Log-probabilities of each generated token (-1: none; 0..kMaxTopLogprobs: the chosen token's and this many
+  // alternatives'): the log-softmax of the logits the sampler is given, after the grammar mask where one
+  // applies, before penalties, temperature and the top-k/top-p/min-p filters (the model's own distribution).
+  int logprobs = -1;
+  // The same for every prompt token after the first (the legacy completions' echo): the prompt is read again
+  // in full (no prefix cache) with the logits of every row. Text prompts only.
+  int prompt_logprobs = -1;
+  // A raw prompt (completions): these token ids are the prompt, without the chat format; no images or videos.
+  std::vector<int32_t> raw_prompt;
 };
 
 // The preprocessing of image k: per_image[k] over `image`, bounded by it: max_pixels at most the global
@@ -66,6 +76,9 @@ const char* finish_reason_name(FinishReason r);
 struct GenerateResult {
   std::string text;
   std::vector<int32_t> tokens;
+  std::vector<TokenLogprob> logprobs;         // [tokens] when options.logprobs >= 0
+  std::vector<int32_t> prompt_ids;            // [prompt] when options.prompt_logprobs >= 0
+  std::vector<TokenLogprob> prompt_logprobs;  // [prompt - 1]: prompt token i + 1 given the tokens before it
   FinishReason finish = FinishReason::kStop;
   GenerateTimings timings;
 };

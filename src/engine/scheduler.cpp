@@ -53,11 +53,15 @@ Job::Job(InferenceRequest request) : request_(std::move(request)) {
 
 JobUpdate Job::wait(std::chrono::milliseconds max_wait) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, max_wait, [&] { return !pending_text_.empty() || finished_ || (started_ && !started_seen_); });
+  cv_.wait_for(lock, max_wait, [&] {
+    return !pending_text_.empty() || !pending_logprobs_.empty() || finished_ || (started_ && !started_seen_);
+  });
   JobUpdate u;
   if (finished_) u = final_;
   u.text = std::move(pending_text_);
   pending_text_.clear();
+  u.logprobs = std::move(pending_logprobs_);
+  pending_logprobs_.clear();
   u.started = started_;
   started_seen_ = started_;
   u.finished = finished_;
@@ -72,10 +76,11 @@ void Job::mark_started() {
   cv_.notify_all();
 }
 
-void Job::push_text(const std::string& text) {
+void Job::push_text(const std::string& text, std::span<const TokenLogprob> logprobs) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_text_ += text;
+    pending_logprobs_.insert(pending_logprobs_.end(), logprobs.begin(), logprobs.end());
   }
   cv_.notify_all();
 }
@@ -441,7 +446,11 @@ void Scheduler::round(ThreadPool& pool) {
       finish_slot(s, JobError::kInternal, std::string("the engine failed: ") + e.what());
       continue;
     }
-    if (!step.text.empty()) s.job->push_text(step.text);
+    const std::vector<TokenLogprob>& lp = s.session->result().logprobs;
+    if (!step.text.empty() || lp.size() > s.logprobs_seen) {
+      s.job->push_text(step.text, std::span<const TokenLogprob>(lp).subspan(s.logprobs_seen));
+      s.logprobs_seen = lp.size();
+    }
     const int tokens = s.session->result().timings.generated_tokens;
     if (tokens > s.tokens_seen) {
       if (s.tokens_seen > 0) gaps.push_back(std::chrono::duration<double>(now - s.last_token).count());

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,6 +46,7 @@ enum class JobError {
 // What the HTTP side learns from a job at each Job::wait().
 struct JobUpdate {
   std::string text;       // text produced since the previous wait()
+  std::vector<TokenLogprob> logprobs;  // the generated tokens' since the previous wait() (options.logprobs >= 0)
   bool started = false;   // the request was admitted and its prompt built: it is valid
   bool finished = false;
   JobError error = JobError::kNone;
@@ -71,7 +73,7 @@ class Job {
 
   // Inference-thread side.
   void mark_started();
-  void push_text(const std::string& text);
+  void push_text(const std::string& text, std::span<const TokenLogprob> logprobs = {});
   // Records the end (returned) without telling the waiter yet; publish_finish() then wakes it.
   JobUpdate prepare_finish(JobError error, std::string message, const GenerateResult& result);
   void publish_finish();
@@ -87,6 +89,7 @@ class Job {
   std::mutex mu_;
   std::condition_variable cv_;
   std::string pending_text_;
+  std::vector<TokenLogprob> pending_logprobs_;
   bool started_ = false, started_seen_ = false, finished_ = false;
   JobUpdate final_;  // filled by prepare_finish()
 };
@@ -162,6 +165,7 @@ class Scheduler {
     std::unique_ptr<Session> session;
     std::chrono::steady_clock::time_point last_token;  // when its latest token was sampled
     int tokens_seen = 0;  // generated tokens counted so far
+    size_t logprobs_seen = 0;  // of the session's log-probabilities, those pushed to the job
     bool ended = false;   // its job is finished; erased at the end of the round
   };
   // An image's tower pass in progress, shared by every slot that waits for it.

@@ -62,6 +62,14 @@ Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vec
   options_ = options;
   QVL_RETURN_IF_ERROR(options.sampling.validate());
   if (options.max_tokens < 0) return Status::Error("max_tokens must be >= 0, got " + std::to_string(options.max_tokens));
+  for (const auto& [name, n] : {std::pair{"logprobs", options.logprobs}, std::pair{"prompt_logprobs", options.prompt_logprobs}})
+    if (n < -1 || n > kMaxTopLogprobs)
+      return Status::Error(std::string(name) + " must be in [0, " + std::to_string(kMaxTopLogprobs) + "] (or -1: none), got " +
+                           std::to_string(n));
+  if (!options.raw_prompt.empty() && (!images.empty() || !videos.empty()))
+    return Status::Error("a raw prompt (token ids, no chat format) takes no images or videos; send a chat request instead");
+  if (options.prompt_logprobs >= 0 && (!images.empty() || !videos.empty()))
+    return Status::Error("prompt log-probabilities are given for text prompts only; leave out the images or the echo");
   if (!model_.has_vision() && (!images.empty() || !videos.empty())) return no_vision_error(model_, images.size(), videos.size());
   const ModelConfig& cfg = model_.config();
   const ImageProcessorConfig& ipc = model_.image_config();
@@ -121,10 +129,25 @@ Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vec
 
   // The prompt: chat format -> ids (image pads expanded, videos as timestamped frame groups) -> 3-D
   // positions -> cache keys.
-  ChatOptions chat_options = options.chat;
-  chat_options.kind = model_.chat_template();
-  const RenderedChat chat = render_chat_with_spans(messages, chat_options);
-  QVL_ASSIGN_OR_RETURN(ids_, build_prompt_ids(tok, chat, image_tokens, video_parts));
+  if (!options.raw_prompt.empty()) {
+    // No image or video may hide in it: its pads would have nothing to stand for.
+    const int32_t vocab = static_cast<int32_t>(std::min<int64_t>(cfg.text.vocab_size, tok.vocab_size()));
+    for (size_t i = 0; i < options.raw_prompt.size(); ++i) {
+      const int32_t id = options.raw_prompt[i];
+      if (id < 0 || id >= vocab)
+        return Status::Error("prompt token " + std::to_string(i) + " is " + std::to_string(id) +
+                             ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
+      if (id == cfg.image_token_id || id == cfg.video_token_id || id == cfg.vision_start_token_id)
+        return Status::Error("prompt token " + std::to_string(i) + " is " + std::string(tok.token_bytes(id)) +
+                             ", which marks an image or video; a raw prompt cannot carry images (send a chat request)");
+    }
+    ids_ = options.raw_prompt;
+  } else {
+    ChatOptions chat_options = options.chat;
+    chat_options.kind = model_.chat_template();
+    const RenderedChat chat = render_chat_with_spans(messages, chat_options);
+    QVL_ASSIGN_OR_RETURN(ids_, build_prompt_ids(tok, chat, image_tokens, video_parts));
+  }
   VisionTokenIds vt{cfg.image_token_id, cfg.video_token_id, cfg.vision_start_token_id};
   QVL_ASSIGN_OR_RETURN(pos_, get_rope_index(ids_, grids, video_grids, cfg.vision.spatial_merge_size, vt));
   // The slots in prompt order.
@@ -176,7 +199,13 @@ Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vec
   // logits give the first answer token).
   cache_ = std::make_unique<KVCache>(cfg.text, options.context, options.kv_type);
   logits_.resize(static_cast<size_t>(cfg.text.vocab_size));
-  prefill_at_ = caches_.prefixes ? caches_.prefixes->restore(keys_, n_prompt - 1, *cache_) : 0;
+  // Prompt log-probabilities need every row's logits: nothing is restored.
+  prefill_at_ = caches_.prefixes && options.prompt_logprobs < 0 ? caches_.prefixes->restore(keys_, n_prompt - 1, *cache_) : 0;
+  if (options.prompt_logprobs >= 0) {
+    result_.prompt_ids = ids_;
+    result_.prompt_logprobs.clear();
+    result_.prompt_logprobs.reserve(static_cast<size_t>(n_prompt - 1));
+  }
   tm.cached_tokens = static_cast<int>(prefill_at_);
 
   // Images and frame groups with pads after the prefix must be encoded unless the cache has them.
@@ -262,6 +291,8 @@ TextSeq Session::prefill_slice(int64_t max_tokens) {
   QVL_CHECK(phase_ == Phase::kPrefill && max_tokens > 0);
   if (prefill_started_ms_ == 0) prefill_started_ms_ = now_ms();
   const int64_t n_prompt = static_cast<int64_t>(ids_.size()), at = prefill_at_;
+  // With prompt log-probabilities every row's logits are kept: the slice is bounded so they stay small.
+  if (options_.prompt_logprobs >= 0) max_tokens = std::min<int64_t>(max_tokens, kPromptLogitRows);
   const int64_t n = std::min(max_tokens, n_prompt - at);
   const int64_t H = model_.config().text.hidden_size;
   slice_visual_ = VisualInputs{};
@@ -280,16 +311,36 @@ TextSeq Session::prefill_slice(int64_t max_tokens) {
   s.visual = slice_visual_.n_visual > 0 ? &slice_visual_ : nullptr;
   s.mode = at + n == n_prompt ? LogitsMode::kLast : LogitsMode::kNone;
   s.logits = logits_.data();
+  if (options_.prompt_logprobs >= 0) {
+    prompt_logits_.resize(static_cast<size_t>(n * model_.config().text.vocab_size));
+    s.mode = LogitsMode::kAll;
+    s.logits = prompt_logits_.data();
+  }
   return s;
 }
 
 void Session::prefill_done(const TextSeq& slice) {
   QVL_CHECK(phase_ == Phase::kPrefill && slice.cache == cache_.get() && cache_->length() == prefill_at_ + slice.n);
+  if (slice.mode == LogitsMode::kAll) {
+    // Row i's logits give prompt token at + i + 1's log-probability; the prompt's last row is the answer's.
+    const int64_t V = model_.config().text.vocab_size, n_prompt = static_cast<int64_t>(ids_.size());
+    for (int64_t i = 0; i < slice.n; ++i) {
+      const float* row = prompt_logits_.data() + i * V;
+      const int64_t next = prefill_at_ + i + 1;
+      if (next < n_prompt) {
+        result_.prompt_logprobs.push_back(token_logprob(row, static_cast<int>(V), ids_[static_cast<size_t>(next)],
+                                                        options_.prompt_logprobs));
+      } else {
+        std::copy_n(row, V, logits_.begin());
+      }
+    }
+  }
   prefill_at_ += slice.n;
   visual_done_ += slice_visual_.n_visual;
   if (prefill_at_ < static_cast<int64_t>(ids_.size())) return;
   QVL_CHECK(visual_done_ * model_.config().text.hidden_size == static_cast<int64_t>(vis_embeds_.size()));
   std::vector<float>().swap(vis_embeds_);
+  std::vector<float>().swap(prompt_logits_);
   vis_deepstack_.clear();
   result_.timings.prefill_ms = now_ms() - prefill_started_ms_;
   begin_decode();
@@ -337,6 +388,8 @@ Session::Step Session::sample() {
     out.done = true;
   };
   if (json_) json_->mask(logits_.data(), static_cast<int>(logits_.size()));
+  // The distribution the sampler is given (masked, not yet penalised or tempered), kept for the log-probabilities.
+  if (options_.logprobs >= 0) seen_logits_.assign(logits_.begin(), logits_.end());
   const int32_t token = sampler_->sample(logits_.data(), static_cast<int>(logits_.size()));
   if (result_.tokens.empty()) tm.ttft_ms = now_ms() - start_ms_;
   // The mask allowed it; should the constraint still refuse it (a dead end the grammar did not foresee), the
@@ -353,6 +406,8 @@ Session::Step Session::sample() {
   }
   sampler_->accept(token);
   result_.tokens.push_back(token);
+  if (options_.logprobs >= 0)
+    result_.logprobs.push_back(token_logprob(seen_logits_.data(), static_cast<int>(seen_logits_.size()), token, options_.logprobs));
   ++tm.generated_tokens;
   StopChecker::Emit e = stops_->push(detok_->push(token));
   out.text = e.text;

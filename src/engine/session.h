@@ -132,6 +132,9 @@ class Session {
   std::unique_ptr<StopChecker> stops_;
   std::unique_ptr<JsonConstraint> json_;  // options_.json: the token mask
   std::vector<float> logits_;  // [vocab]
+  std::vector<float> seen_logits_;    // [vocab]: the masked logits of the latest sample (options_.logprobs >= 0)
+  std::vector<float> prompt_logits_;  // [slice rows, vocab]: a prefill slice's every row (prompt_logprobs >= 0)
+  static constexpr int64_t kPromptLogitRows = 32;  // rows per slice then (32 x 151,936 floats: 19 MB)
   // The buffers of the passes start() and step() run (a scheduler runs its own).
   TextActivations text_act_;
   VisionActivations vision_act_;
