@@ -188,6 +188,19 @@ Status read_max_tokens(const json& obj, const char* key, int& out, const std::st
   return Status::Ok();
 }
 
+Status read_logprobs(const json& obj, const char* flag_key, const char* top_key, int& out, const std::string& where) {
+  bool on = false;
+  QVL_RETURN_IF_ERROR(read_bool(obj, flag_key, on, where));
+  int64_t top = -1;
+  QVL_RETURN_IF_ERROR(read_int(obj, top_key, top, where));
+  if (top != -1 && (top < 0 || top > kMaxTopLogprobs))
+    return Status::Error(field(where, top_key) + ": expected 0 to " + std::to_string(kMaxTopLogprobs) + ", got " + std::to_string(top));
+  if (top >= 0 && !on)
+    return Status::Error(field(where, top_key) + ": needs " + field(where, flag_key) + " set to true");
+  out = on ? static_cast<int>(std::max<int64_t>(top, 0)) : -1;
+  return Status::Ok();
+}
+
 uint64_t random_seed() {
   static thread_local std::mt19937_64 gen{std::random_device{}()};
   return gen();
@@ -508,7 +521,7 @@ void stream_job(http::Response& res, const char* content_type, Admitted admitted
     JobUpdate u = std::move(st->first);
     if (!write(st->format.start)) return;  // ~StreamState cancels
     for (;;) {
-      if (!u.text.empty() && !write(st->format.text(u.text))) return;
+      if ((!u.text.empty() || !u.logprobs.empty()) && !write(st->format.text(u.text, u.logprobs))) return;
       if (u.finished) {
         st->ended = true;
         if (u.error == JobError::kNone) {

@@ -80,6 +80,10 @@ Status read_stop(const json& obj, const char* key, std::vector<std::string>& out
 // A token limit in [1, 2^20] (0 allowed when allow_zero).
 Status read_max_tokens(const json& obj, const char* key, int& out, const std::string& where = "", bool allow_zero = false);
 
+// OpenAI's pair: `flag_key` (true: the log-probabilities of the answer's tokens) and `top_key` (0 to 20
+// alternatives per token; only with the flag), into GenerateOptions::logprobs (-1 when off).
+Status read_logprobs(const json& obj, const char* flag_key, const char* top_key, int& out, const std::string& where = "");
+
 // A seed for requests that do not give one, so that sampling differs between requests as clients expect.
 uint64_t random_seed();
 
@@ -151,7 +155,9 @@ JobUpdate wait_for_end(Admitted& admitted, const http::PeerWatch& watch, bool& c
 // that ends the stream (a timeout while streaming).
 struct StreamFormat {
   std::string start;
-  std::function<std::string(std::string_view text)> text;
+  // A text piece and the log-probabilities of the tokens generated with it (empty unless asked for; a piece
+  // may have tokens but no text yet, held back by a stop string or an incomplete character).
+  std::function<std::string(std::string_view text, const std::vector<TokenLogprob>& logprobs)> text;
   std::function<std::string(const JobUpdate& end)> done;
   std::function<std::string(const ApiError& error)> error;
 };
@@ -165,5 +171,7 @@ void stream_job(http::Response& res, const char* content_type, Admitted admitted
 void add_openai_routes(http::Router& routes, ApiContext& ctx);
 void add_ollama_routes(http::Router& routes, ApiContext& ctx);
 void add_legacy_routes(http::Router& routes, ApiContext& ctx);
+void add_completion_routes(http::Router& routes, ApiContext& ctx);  // /v1/completions
+void add_tokenize_routes(http::Router& routes, ApiContext& ctx);    // /tokenize, /detokenize, /apply-template
 
 }  // namespace qvl::server

@@ -90,7 +90,7 @@ void chat(ApiContext& ctx, const http::Request& req, http::Response& res) {
   Admitted a = submit_and_wait_start(ctx, std::move(ir), watch);
   if (a.error) return fail(*a.error);
   StreamFormat f;
-  f.text = [](std::string_view text) { return "data: " + dump_json(json{{"delta", std::string(text)}}) + "\n\n"; };
+  f.text = [](std::string_view text, const std::vector<TokenLogprob>&) { return "data: " + dump_json(json{{"delta", std::string(text)}}) + "\n\n"; };
   f.done = [](const JobUpdate&) { return std::string("data: [DONE]\n\n"); };
   f.error = [](const ApiError& e) { return "data: " + dump_json(json{{"error", e.message}}) + "\n\ndata: [DONE]\n\n"; };
   stream_job(res, "text/event-stream; charset=utf-8", std::move(a), watch, std::move(f));

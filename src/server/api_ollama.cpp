@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "server/api.h"
+#include "server/logprobs_json.h"
 #include "util/version.h"
 #include "chat/reasoning.h"
 #include "chat/tool_calls.h"
@@ -95,6 +96,8 @@ void generate(ApiContext& ctx, const http::Request& req, http::Response& res, bo
   const http::PeerWatch& watch = req.peer;
   Admitted a = submit_and_wait_start(ctx, std::move(ir), watch);
   if (a.error) return fail(*a.error);
+  const Tokenizer* tok = &ctx.scheduler.model()->tokenizer();  // loaded: the job was admitted
+  const bool logprobs = r.logprobs;
 
   // With tools (/api/chat): the answer's <tool_call> blocks become message.tool_calls, the rest its content.
   const bool tools = chat && r.tool_calls;
@@ -121,6 +124,7 @@ void generate(ApiContext& ctx, const http::Request& req, http::Response& res, bo
       j = with_calls(piece(p.calls.empty() ? text : p.content, thought), p.calls);
     }
     j["done"] = true;
+    if (logprobs) j["logprobs"] = logprob_entries(*tok, end.result.logprobs);
     add_stats(j, end);
     if (!r.warnings.empty()) j["warnings"] = r.warnings;
     return send_json(res, 200, j);
@@ -139,10 +143,17 @@ void generate(ApiContext& ctx, const http::Request& req, http::Response& res, bo
     return show && !t.empty() ? dump_json(piece("", t)) + "\n" : std::string();
   };
   auto answer = [lines, calls](std::string_view text) { return lines(calls ? calls->push(text) : std::string(text)); };
-  f.text = [answer, thoughts, thought_line](std::string_view text) {
-    if (!thoughts) return answer(text);
+  // The tokens' log-probabilities ride on a line of their own after the text they came with.
+  auto logprob_line = [piece, tok, logprobs](const std::vector<TokenLogprob>& lps) {
+    if (!logprobs || lps.empty()) return std::string();
+    json j = piece("");
+    j["logprobs"] = logprob_entries(*tok, lps);
+    return dump_json(j) + "\n";
+  };
+  f.text = [answer, thoughts, thought_line, logprob_line](std::string_view text, const std::vector<TokenLogprob>& lps) {
+    if (!thoughts) return answer(text) + logprob_line(lps);
     ReasoningStream::Delta d = thoughts->push(text);
-    return thought_line(d.reasoning) + answer(d.content);
+    return thought_line(d.reasoning) + answer(d.content) + logprob_line(lps);
   };
   f.done = [piece, calls, lines, answer, thoughts, thought_line, warnings = r.warnings](const JobUpdate& end) {
     std::string head;

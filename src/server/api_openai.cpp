@@ -6,57 +6,15 @@
 #include <memory>
 
 #include "server/api.h"
+#include "server/logprobs_json.h"
 #include "server/openai_request.h"
+#include "server/openai_shapes.h"
 #include "chat/reasoning.h"
 #include "chat/tool_calls.h"
 
 namespace qvl::server {
 
 namespace {
-
-std::string random_id(const char* prefix) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(random_seed()));
-  return std::string(prefix) + buf;
-}
-
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-double per_second(int n, double ms) { return ms > 0 ? n * 1000.0 / ms : 0.0; }
-
-// Per-request timings (llama.cpp's names where they exist). ttft_ms counts from the request's arrival.
-json timings_json(const JobUpdate& u) {
-  const GenerateTimings& t = u.result.timings;
-  json j;
-  j["prompt_n"] = t.prompt_tokens - t.cached_tokens;  // read (llama.cpp: the tokens not from the cache)
-  j["cache_n"] = t.cached_tokens;
-  j["prompt_ms"] = t.prefill_ms;
-  j["prompt_per_second"] = per_second(t.prompt_tokens - t.cached_tokens, t.prefill_ms);
-  j["images_cached"] = t.cached_images;
-  j["image_tokens"] = t.image_tokens;
-  if (t.videos > 0) {
-    j["videos"] = t.videos;
-    j["video_frames"] = t.video_frames;
-    j["video_tokens"] = t.video_tokens;
-  }
-  j["image_ms"] = t.preprocess_ms + t.vision_ms;
-  j["predicted_n"] = t.generated_tokens;
-  j["predicted_ms"] = t.decode_ms;
-  j["predicted_per_second"] = per_second(t.generated_tokens, t.decode_ms);
-  j["ttft_ms"] = t.generated_tokens > 0 ? u.queue_ms + t.ttft_ms : 0.0;
-  j["queue_ms"] = u.queue_ms;
-  j["total_ms"] = u.total_ms;
-  return j;
-}
-
-json usage_json(const GenerateTimings& t) {
-  return json{{"prompt_tokens", t.prompt_tokens},
-              {"completion_tokens", t.generated_tokens},
-              {"total_tokens", t.prompt_tokens + t.generated_tokens},
-              {"prompt_tokens_details", json{{"cached_tokens", t.cached_tokens}}}};
-}
 
 json chunk(const std::string& id, int64_t created, const std::string& model, json delta, json finish_reason,
            bool with_usage) {
@@ -67,7 +25,6 @@ json chunk(const std::string& id, int64_t created, const std::string& model, jso
   return c;
 }
 
-std::string sse(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
 
 // A parsed call as OpenAI writes it: an id, and the arguments as a JSON string.
 json openai_tool_call(const ParsedToolCall& c, size_t index, bool with_index) {
@@ -103,6 +60,7 @@ void chat_completions(ApiContext& ctx, const http::Request& req, http::Response&
   const http::PeerWatch& watch = req.peer;
   Admitted a = submit_and_wait_start(ctx, std::move(ir), watch);
   if (a.error) return fail(*a.error);
+  const Tokenizer* tok = &ctx.scheduler.model()->tokenizer();  // loaded: the job was admitted
 
   if (!r.stream) {
     bool gone = false;
@@ -128,7 +86,9 @@ void chat_completions(ApiContext& ctx, const http::Request& req, http::Response&
         message["tool_calls"] = std::move(calls);
       }
     }
-    json choice{{"index", 0}, {"message", message}, {"logprobs", nullptr},
+    json logprobs = nullptr;
+    if (r.logprobs) logprobs = json{{"content", logprob_entries(*tok, end.result.logprobs)}, {"refusal", nullptr}};
+    json choice{{"index", 0}, {"message", message}, {"logprobs", std::move(logprobs)},
                 {"finish_reason", finish_reason_json(end.result.finish, called)}};
     json out{{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
              {"system_fingerprint", "qvl"}, {"choices", json::array({choice})},
@@ -144,24 +104,36 @@ void chat_completions(ApiContext& ctx, const http::Request& req, http::Response&
   // With tools: prose streams as content, each call as one tool_calls delta once its block is complete.
   auto calls = r.tool_calls ? std::make_shared<ToolCallStream>() : nullptr;
   auto n_calls = std::make_shared<size_t>(0);
-  auto deltas = [=](const std::string& content) {
+  // The tokens' log-probabilities ride on the first chunk written for them (or an empty delta of their own).
+  auto deltas = [=](const std::string& content, const std::vector<TokenLogprob>& lps = {}) {
     std::string out;
-    if (!content.empty()) out += sse(chunk(id, created, model, json{{"content", content}}, nullptr, usage));
+    json lp = lps.empty() ? json(nullptr) : json{{"content", logprob_entries(*tok, lps)}, {"refusal", nullptr}};
+    auto with_lp = [&](json c) {
+      if (!lp.is_null()) {
+        c["choices"][0]["logprobs"] = std::move(lp);
+        lp = nullptr;
+      }
+      return sse(c);
+    };
+    if (!content.empty()) out += with_lp(chunk(id, created, model, json{{"content", content}}, nullptr, usage));
     if (calls)
       for (const ParsedToolCall& c : calls->take_calls())
-        out += sse(chunk(id, created, model, json{{"tool_calls", json::array({openai_tool_call(c, (*n_calls)++, true)})}},
-                         nullptr, usage));
+        out += with_lp(chunk(id, created, model, json{{"tool_calls", json::array({openai_tool_call(c, (*n_calls)++, true)})}},
+                             nullptr, usage));
+    if (!lp.is_null()) out += with_lp(chunk(id, created, model, json::object(), nullptr, usage));
     return out;
   };
   auto thoughts = thinking ? std::make_shared<ReasoningStream>() : nullptr;
   auto reasoning_delta = [=](const std::string& r) {
     return show && !r.empty() ? sse(chunk(id, created, model, json{{"reasoning_content", r}}, nullptr, usage)) : std::string();
   };
-  auto answer = [=](std::string_view text) { return deltas(calls ? calls->push(text) : std::string(text)); };
-  f.text = [=](std::string_view text) {
-    if (!thoughts) return answer(text);
+  auto answer = [=](std::string_view text, const std::vector<TokenLogprob>& lps = {}) {
+    return deltas(calls ? calls->push(text) : std::string(text), lps);
+  };
+  f.text = [=](std::string_view text, const std::vector<TokenLogprob>& lps) {
+    if (!thoughts) return answer(text, lps);
     ReasoningStream::Delta d = thoughts->push(text);
-    return reasoning_delta(d.reasoning) + answer(d.content);
+    return reasoning_delta(d.reasoning) + answer(d.content, lps);
   };
   f.done = [=](const JobUpdate& end) {
     std::string head;

@@ -71,6 +71,8 @@ Status parse_common(const json& body, OllamaRequest& r) {
   if (auto t = body.find("think"); t != body.end() && !t->is_null() && !(t->is_boolean() && !t->get<bool>())) {
     return Status::Error("think: this model (Qwen3-VL Instruct) does not support thinking; leave it out");
   }
+  QVL_RETURN_IF_ERROR(read_logprobs(body, "logprobs", "top_logprobs", r.options.logprobs));
+  r.logprobs = r.options.logprobs >= 0;
   r.options.sampling.seed = random_seed();
   return parse_options(body, r);
 }

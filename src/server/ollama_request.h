@@ -26,6 +26,7 @@ struct OllamaRequest {
   std::vector<VideoRef> videos;
   GenerateOptions options;
   bool stream = true;  // Ollama streams unless told not to
+  bool logprobs = false;  // "logprobs": true (with "top_logprobs"): each piece carries its tokens' values
   bool tool_calls = false;  // /api/chat with tools: answers are read for <tool_call> blocks
   // "think" where given (true, false, or a level "high"/"medium"/"low", which is true): false hides a
   // Thinking model's reasoning; true asks for a model that thinks (refused with an Instruct model).

@@ -241,9 +241,8 @@ Result<ChatCompletionRequest> parse_chat_completion(const json& body, const Gene
   int64_t n = 1;
   QVL_RETURN_IF_ERROR(read_int(body, "n", n));
   if (n != 1) return Status::Error("n: only 1 choice per request is supported, got " + std::to_string(n));
-  bool logprobs = false;
-  QVL_RETURN_IF_ERROR(read_bool(body, "logprobs", logprobs));
-  if (logprobs) return Status::Error("logprobs: not supported; leave it out or set it to false");
+  QVL_RETURN_IF_ERROR(read_logprobs(body, "logprobs", "top_logprobs", r.options.logprobs));
+  r.logprobs = r.options.logprobs >= 0;
   if (auto rf = body.find("response_format"); rf != body.end() && !rf->is_null()) {
     if (tool_required && !type_of(*rf).empty() && type_of(*rf) != "text")
       return Status::Error("response_format: a JSON format cannot be combined with a required tool call (tool_choice)");

@@ -25,6 +25,7 @@ struct ChatCompletionRequest {
   GenerateOptions options;
   bool stream = false;
   bool include_usage = false;
+  bool logprobs = false;  // options.logprobs >= 0: the answer's tokens' log-probabilities are returned
   bool tool_calls = false;  // tools are offered (tool_choice other than none): answers are parsed for calls
   // chat_template_kwargs.enable_thinking, where given: false hides a Thinking model's reasoning; true asks
   // for a model that thinks (refused with an Instruct model).

@@ -42,7 +42,8 @@ bool same_key(const std::string& given, const std::string& key) {
 std::string endpoint_label(const std::string& path) {
   static const char* const kRoutes[] = {"/health", "/livez", "/readyz", "/metrics", "/v1/models", "/v1/chat/completions", "/api/chat",
                                         "/api/generate", "/api/tags", "/api/ps", "/api/version", "/api/show",
-                                        "/v1/vision/completion", "/chat"};
+                                        "/v1/vision/completion", "/chat", "/v1/completions", "/tokenize",
+                                        "/detokenize", "/apply-template"};
   for (const char* r : kRoutes) {
     if (path == r) return r;
   }
@@ -56,7 +57,8 @@ bool is_probe(const std::string& path) { return path == "/health" || path == "/l
 
 bool is_post_route(const std::string& path) {
   return path == "/v1/chat/completions" || path == "/api/chat" || path == "/api/generate" || path == "/api/show" ||
-         path == "/v1/vision/completion" || path == "/chat";
+         path == "/v1/vision/completion" || path == "/chat" || path == "/v1/completions" || path == "/tokenize" ||
+         path == "/detokenize" || path == "/apply-template";
 }
 
 std::string lower(std::string s) {
@@ -427,6 +429,8 @@ void Server::Impl::add_routes() {
   add_openai_routes(router, ctx);
   add_ollama_routes(router, ctx);
   add_legacy_routes(router, ctx);
+  add_completion_routes(router, ctx);
+  add_tokenize_routes(router, ctx);
 }
 
 Server::Server(ServerOptions options, ModelLoader load, std::shared_ptr<const LoadProgress> progress)

@@ -1,0 +1,23 @@
+// What the OpenAI-family endpoints (chat completions, completions, responses) write alike: ids, times,
+// usage, qvl's per-request timings and server-sent events.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "server/api.h"
+
+namespace qvl::server {
+
+// prefix + 16 random hex digits ("chatcmpl-", "cmpl-", "resp_", ...).
+std::string random_id(const char* prefix);
+int64_t unix_now();
+
+// Per-request timings (llama.cpp's names where they exist). ttft_ms counts from the request's arrival.
+json timings_json(const JobUpdate& u);
+// Chat and legacy completions' usage: prompt, completion and total tokens, and the cached prompt tokens.
+json usage_json(const GenerateTimings& t);
+// One server-sent event: "data: JSON\n\n".
+std::string sse(const json& j);
+
+}  // namespace qvl::server
