@@ -80,6 +80,38 @@ TEST_F(ThinkingApi, ReasoningComesBackApartFromTheAnswer) {
   EXPECT_EQ(post("/api/chat", chat).status, 400);
 }
 
+// The Responses API: the reasoning is an output item of its own (reasoning_text), before the message, plain and
+// streamed, the same as chat's reasoning_content.
+TEST_F(ThinkingApi, ResponsesGiveTheReasoningAsAnItem) {
+  start_thinking();
+  const Reply a = post("/v1/chat/completions", ask("What is in the picture?"));
+  ASSERT_EQ(a.status, 200) << a.body;
+  const std::string reasoning = a.json_body()["choices"][0]["message"]["reasoning_content"];
+  ASSERT_FALSE(reasoning.empty());
+  json body{{"input", "What is in the picture?"}, {"max_output_tokens", 12}, {"temperature", 0}};
+  const Reply r = post("/v1/responses", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json out = r.json_body()["output"];
+  ASSERT_EQ(out.size(), 2u) << r.body;
+  EXPECT_EQ(out[0]["type"], "reasoning");
+  EXPECT_EQ(out[0]["content"][0]["type"], "reasoning_text");
+  EXPECT_EQ(out[0]["content"][0]["text"], reasoning);
+  EXPECT_EQ(out[1]["type"], "message");
+  EXPECT_EQ(out[1]["content"][0]["text"], "");
+  EXPECT_GT(r.json_body()["usage"]["output_tokens_details"]["reasoning_tokens"].get<int>(), 0);
+  body["stream"] = true;
+  const Reply s = post("/v1/responses", body);
+  ASSERT_EQ(s.status, 200) << s.body;
+  std::string streamed, first_type;
+  for (const std::string& ev : sse_events(s.body)) {
+    const json j = json::parse(ev);
+    if (j["type"] == "response.output_item.added" && first_type.empty()) first_type = j["item"]["type"];
+    if (j["type"] == "response.reasoning_text.delta") streamed += j["delta"].get<std::string>();
+  }
+  EXPECT_EQ(first_type, "reasoning");
+  EXPECT_EQ(streamed, reasoning);
+}
+
 // A JSON answer from a Thinking model: the engine closes the <think> block first, so the reasoning is empty
 // and the content parses.
 TEST_F(ThinkingApi, ConstrainedAnswerClosesTheThinkBlock) {

@@ -105,6 +105,10 @@ int cmd_serve(const std::vector<std::string>& args) {
   cli.add_option("--prefix-cache-mb", o.prefix_cache_mb,
                  "KV caches of finished requests kept so follow-up turns read only their new tokens (MiB; 0: none)")
       ->type_name("MIB")->check(integer_in(0, 1 << 24))->default_str(std::to_string(o.prefix_cache_mb));
+  cli.add_option("--response-store-mb", o.response_store_mb,
+                 "Responses API: stored responses kept for previous_response_id (MiB of their JSON; least recently "
+                 "used evicted first; 0: none kept)")
+      ->type_name("MIB")->check(integer_in(0, 1 << 20))->default_str(std::to_string(o.response_store_mb));
   add_context_options(cli, o.context, o.kv_type);
   add_image_size_options(cli, o.min_pixels, o.max_pixels);
   cli.add_option("--timeout", o.timeout_s, "per request, queueing included; 0: none")->check(seconds_in(1e7))

@@ -16,6 +16,7 @@
 #include "server/image_input.h"
 #include "server/metrics.h"
 #include "server/options.h"
+#include "server/response_store.h"
 #include "engine/scheduler.h"
 
 namespace qvl::server {
@@ -33,6 +34,7 @@ struct ApiContext {
   // size bounds. Written by the model loader before the scheduler reports kReady; read only after.
   GenerateOptions defaults;
   DecodeMemory* decode_memory = nullptr;  // the server's budget of image and video decode memory (null: none)
+  ResponseStore* responses = nullptr;     // the Responses API's stored responses (null: none kept)
 };
 
 // A failure to answer, in terms every API family can shape.
@@ -173,5 +175,6 @@ void add_ollama_routes(http::Router& routes, ApiContext& ctx);
 void add_legacy_routes(http::Router& routes, ApiContext& ctx);
 void add_completion_routes(http::Router& routes, ApiContext& ctx);  // /v1/completions
 void add_tokenize_routes(http::Router& routes, ApiContext& ctx);    // /tokenize, /detokenize, /apply-template
+void add_responses_routes(http::Router& routes, ApiContext& ctx);   // /v1/responses, /v1/responses/{id}
 
 }  // namespace qvl::server

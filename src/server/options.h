@@ -23,6 +23,8 @@ struct ServerOptions {
   int slice_tokens = 64;             // prompt tokens (or vision work of the same cost) read per round
   int64_t image_cache_mb = 256;      // encoded images kept for later requests; 0: none
   int64_t prefix_cache_mb = 1024;    // finished requests' KV caches kept for follow-up turns; 0: none
+  int64_t response_store_mb = 64;    // Responses API: stored responses (store: true) kept for previous_response_id
+                                     // and GET /v1/responses/{id}, least recently used first out; 0: none kept
   int64_t context = 4096;            // KV cache per slot: prompt + generated tokens
   KVType kv_type = KVType::kF16;     // its storage
   int64_t min_pixels = -1;           // image size bounds for every request; -1: the model's processor config

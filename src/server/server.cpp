@@ -43,11 +43,12 @@ std::string endpoint_label(const std::string& path) {
   static const char* const kRoutes[] = {"/health", "/livez", "/readyz", "/metrics", "/v1/models", "/v1/chat/completions", "/api/chat",
                                         "/api/generate", "/api/tags", "/api/ps", "/api/version", "/api/show",
                                         "/v1/vision/completion", "/chat", "/v1/completions", "/tokenize",
-                                        "/detokenize", "/apply-template"};
+                                        "/detokenize", "/apply-template", "/v1/responses"};
   for (const char* r : kRoutes) {
     if (path == r) return r;
   }
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  if (path.rfind("/v1/responses/", 0) == 0) return "/v1/responses/{id}";
   if (find_asset(path)) return "page";
   return "other";
 }
@@ -58,7 +59,7 @@ bool is_probe(const std::string& path) { return path == "/health" || path == "/l
 bool is_post_route(const std::string& path) {
   return path == "/v1/chat/completions" || path == "/api/chat" || path == "/api/generate" || path == "/api/show" ||
          path == "/v1/vision/completion" || path == "/chat" || path == "/v1/completions" || path == "/tokenize" ||
-         path == "/detokenize" || path == "/apply-template";
+         path == "/detokenize" || path == "/apply-template" || path == "/v1/responses";
 }
 
 std::string lower(std::string s) {
@@ -116,8 +117,10 @@ struct Server::Impl {
       : options(std::move(o)), load(std::move(l)), progress(std::move(p)), scheduler(scheduler_options()),
         ctx{options, scheduler, metrics, {}, 0, {}},
         decode_memory(options.decode_memory_mb > 0 ? static_cast<uint64_t>(options.decode_memory_mb) << 20
-                                                   : DecodeMemory::default_capacity()) {
+                                                   : DecodeMemory::default_capacity()),
+        responses(static_cast<size_t>(options.response_store_mb) << 20) {
     ctx.decode_memory = &decode_memory;
+    ctx.responses = &responses;
   }
 
   SchedulerOptions scheduler_options() {
@@ -221,6 +224,7 @@ struct Server::Impl {
   Scheduler scheduler;
   ApiContext ctx;
   DecodeMemory decode_memory;
+  ResponseStore responses;
   http::Router router;
   std::unique_ptr<http::HttpServer> http;
   int port = -1;
@@ -431,6 +435,7 @@ void Server::Impl::add_routes() {
   add_legacy_routes(router, ctx);
   add_completion_routes(router, ctx);
   add_tokenize_routes(router, ctx);
+  add_responses_routes(router, ctx);
 }
 
 Server::Server(ServerOptions options, ModelLoader load, std::shared_ptr<const LoadProgress> progress)

@@ -1,0 +1,324 @@
+// The OpenAI Responses API: POST /v1/responses (plain or streamed as the documented events), GET
+// /v1/responses/{id} for a stored one. A response's output is a list of items: the reasoning of a Thinking
+// model, the assistant's message (output_text, with logprobs when included) and function calls. Stored
+// responses (store: true, the default) keep their conversation so that a follow-up sends only its new turn
+// with previous_response_id; its prompt then starts with the same tokens, which the prefix cache restores.
+#include <memory>
+
+#include "server/api.h"
+#include "server/logprobs_json.h"
+#include "server/openai_shapes.h"
+#include "server/responses_request.h"
+#include "chat/reasoning.h"
+#include "chat/tool_calls.h"
+
+namespace qvl::server {
+
+namespace {
+
+json usage_of(const GenerateTimings& t, int reasoning_tokens) {
+  return json{{"input_tokens", t.prompt_tokens},
+              {"input_tokens_details", json{{"cached_tokens", t.cached_tokens}}},
+              {"output_tokens", t.generated_tokens},
+              {"output_tokens_details", json{{"reasoning_tokens", reasoning_tokens}}},
+              {"total_tokens", t.prompt_tokens + t.generated_tokens}};
+}
+
+// What one response is made of, built as the answer arrives (streamed) or at once, and turned into the
+// response object, the stream's events and the stored conversation.
+class ResponseBuilder {
+ public:
+  ResponseBuilder(json base, const Tokenizer* tok, bool logprobs) : base_(std::move(base)), tok_(tok), logprobs_(logprobs) {}
+
+  // Each returns the events it causes (server-sent events; empty when not streaming).
+  std::string reasoning(std::string_view text) {
+    if (text.empty()) return {};
+    std::string out;
+    if (open_ != Open::kReasoning) {
+      out += close();
+      open_ = Open::kReasoning;
+      item_id_ = random_id("rs_");
+      out += event("response.output_item.added", {{"output_index", output_.size()},
+                    {"item", json{{"id", item_id_}, {"type", "reasoning"}, {"summary", json::array()}, {"content", json::array()}}}});
+      out += event("response.content_part.added", {{"item_id", item_id_}, {"output_index", output_.size()}, {"content_index", 0},
+                                                   {"part", json{{"type", "reasoning_text"}, {"text", ""}}}});
+    }
+    text_ += text;
+    reasoning_text_ += text;
+    return out + event("response.reasoning_text.delta", {{"item_id", item_id_}, {"output_index", output_.size()},
+                                                         {"content_index", 0}, {"delta", std::string(text)}});
+  }
+
+  std::string message(std::string_view text, const std::vector<TokenLogprob>& lps = {}) {
+    pending_lps_.insert(pending_lps_.end(), lps.begin(), lps.end());
+    if (text.empty()) return {};
+    std::string out = open_message();
+    text_ += text;
+    prose_ += text;
+    json entries = take_logprobs();
+    json payload{{"item_id", item_id_}, {"output_index", output_.size()}, {"content_index", 0}, {"delta", std::string(text)}};
+    if (logprobs_) payload["logprobs"] = std::move(entries);
+    return out + event("response.output_text.delta", std::move(payload));
+  }
+
+  std::string open_message() {
+    if (open_ == Open::kMessage) return {};
+    std::string out = close();
+    open_ = Open::kMessage;
+    item_id_ = random_id("msg_");
+    out += event("response.output_item.added",
+                 {{"output_index", output_.size()},
+                  {"item", json{{"id", item_id_}, {"type", "message"}, {"status", "in_progress"}, {"role", "assistant"},
+                                {"content", json::array()}}}});
+    out += event("response.content_part.added", {{"item_id", item_id_}, {"output_index", output_.size()}, {"content_index", 0},
+                                                 {"part", text_part("", json::array())}});
+    return out;
+  }
+
+  std::string call(const ParsedToolCall& c) {
+    std::string out = close();
+    const std::string args = c.arguments.dump();
+    json item{{"id", random_id("fc_")}, {"type", "function_call"}, {"status", "in_progress"}, {"arguments", ""},
+              {"call_id", random_id("call_")}, {"name", c.name}};
+    out += event("response.output_item.added", {{"output_index", output_.size()}, {"item", item}});
+    out += event("response.function_call_arguments.delta", {{"item_id", item["id"]}, {"output_index", output_.size()}, {"delta", args}});
+    out += event("response.function_call_arguments.done",
+                 {{"item_id", item["id"]}, {"output_index", output_.size()}, {"name", c.name}, {"arguments", args}});
+    item["status"] = "completed";
+    item["arguments"] = args;
+    out += event("response.output_item.done", {{"output_index", output_.size()}, {"item", item}});
+    calls_.push_back(json{{"id", item["call_id"]}, {"type", "function"}, {"function", json{{"name", c.name}, {"arguments", args}}}});
+    output_.push_back(std::move(item));
+    return out;
+  }
+
+  // The end: the open item closed (an answer of nothing is an empty message), the response object complete.
+  std::string finish(const JobUpdate& end) {
+    std::string out;
+    pending_lps_.insert(pending_lps_.end(), end.logprobs.begin(), end.logprobs.end());
+    if (prose_.empty() && calls_.empty()) out += open_message();  // an empty answer is still a message item
+    out += close();
+    const GenerateTimings& t = end.result.timings;
+    const bool incomplete = end.result.finish == FinishReason::kLength;
+    response_ = base_;
+    response_["status"] = incomplete ? "incomplete" : "completed";
+    response_["incomplete_details"] = incomplete ? json{{"reason", "max_output_tokens"}} : json(nullptr);
+    response_["output"] = output_;
+    const int reasoning_tokens = reasoning_text_.empty() ? 0 : static_cast<int>(tok_->encode(reasoning_text_).size());
+    response_["usage"] = usage_of(t, std::min(reasoning_tokens, t.generated_tokens));
+    return out;
+  }
+
+  const json& response() const { return response_; }
+  // The assistant's turn in chat-completions form, for the stored conversation.
+  json assistant_message() const {
+    json m{{"role", "assistant"}, {"content", prose_}};
+    if (!calls_.empty()) m["tool_calls"] = calls_;
+    if (!reasoning_text_.empty()) m["reasoning_content"] = reasoning_text_;
+    return m;
+  }
+  // Events are written only when streaming.
+  void set_streaming(bool on) { streaming_ = on; }
+  std::string event(const char* type, json payload) {
+    if (!streaming_) return {};
+    json j{{"type", type}, {"sequence_number", seq_++}};
+    for (auto& [k, v] : payload.items()) j[k] = v;
+    return std::string("event: ") + type + "\ndata: " + dump_json(j) + "\n\n";
+  }
+
+ private:
+  enum class Open { kNone, kReasoning, kMessage };
+
+  json text_part(const std::string& text, json lps) const {
+    json p{{"type", "output_text"}, {"text", text}, {"annotations", json::array()}};
+    if (logprobs_) p["logprobs"] = std::move(lps);
+    return p;
+  }
+  json take_logprobs() {
+    json e = logprobs_ ? logprob_entries(*tok_, pending_lps_) : json::array();
+    for (const auto& x : e) message_lps_.push_back(x);
+    pending_lps_.clear();
+    return e;
+  }
+
+  std::string close() {
+    std::string out;
+    const size_t index = output_.size();
+    if (open_ == Open::kReasoning) {
+      json part{{"type", "reasoning_text"}, {"text", text_}};
+      out += event("response.reasoning_text.done", {{"item_id", item_id_}, {"output_index", index}, {"content_index", 0}, {"text", text_}});
+      out += event("response.content_part.done", {{"item_id", item_id_}, {"output_index", index}, {"content_index", 0}, {"part", part}});
+      json item{{"id", item_id_}, {"type", "reasoning"}, {"summary", json::array()}, {"content", json::array({part})}};
+      out += event("response.output_item.done", {{"output_index", index}, {"item", item}});
+      output_.push_back(std::move(item));
+    } else if (open_ == Open::kMessage) {
+      if (!pending_lps_.empty()) take_logprobs();  // tokens whose text was held back until the end
+      const std::string text = text_;
+      json part = text_part(text, message_lps_);
+      json done{{"item_id", item_id_}, {"output_index", index}, {"content_index", 0}, {"text", text}};
+      if (logprobs_) done["logprobs"] = message_lps_;
+      out += event("response.output_text.done", std::move(done));
+      out += event("response.content_part.done", {{"item_id", item_id_}, {"output_index", index}, {"content_index", 0}, {"part", part}});
+      json item{{"id", item_id_}, {"type", "message"}, {"status", "completed"}, {"role", "assistant"}, {"content", json::array({part})}};
+      out += event("response.output_item.done", {{"output_index", index}, {"item", item}});
+      output_.push_back(std::move(item));
+      message_lps_ = json::array();
+    }
+    open_ = Open::kNone;
+    text_.clear();
+    return out;
+  }
+
+  json base_;
+  const Tokenizer* tok_;
+  bool logprobs_;
+  bool streaming_ = false;
+  int seq_ = 0;
+  Open open_ = Open::kNone;
+  std::string item_id_, text_;  // the open item's id and text
+  std::string prose_, reasoning_text_;
+  json output_ = json::array(), calls_ = json::array(), message_lps_ = json::array();
+  std::vector<TokenLogprob> pending_lps_;
+  json response_;
+};
+
+ApiError not_found(const std::string& id, const char* param) {
+  return {404, "no stored response '" + id + "': it is unknown, was stored with store: false, or was evicted (the server keeps "
+               "--response-store-mb of them); send the whole conversation as input instead",
+          "response_not_found", param};
+}
+
+void create_response(ApiContext& ctx, const http::Request& req, http::Response& res) {
+  auto fail = [&](const ApiError& e) { send_error(res, ApiFamily::kOpenAI, e); };
+  if (auto e = check_ready(ctx)) return fail(*e);
+  auto body = parse_json_body(req);
+  if (!body.ok()) return fail({400, body.status().message()});
+  auto previous = read_previous_response_id(*body);
+  if (!previous.ok()) return fail({400, previous.status().message(), "", "previous_response_id"});
+  json history = json::array();
+  if (!previous->empty()) {
+    auto stored = ctx.responses ? ctx.responses->get(*previous) : std::nullopt;
+    if (!stored) return fail(not_found(*previous, "previous_response_id"));
+    history = std::move(stored->messages);
+  }
+  auto parsed = parse_responses(*body, history, ctx.defaults);
+  if (!parsed.ok()) return fail({400, parsed.status().message()});
+  ResponsesRequest& r = *parsed;
+  auto reasoning = show_reasoning(ctx, r.chat.think, "reasoning");
+  if (!reasoning.ok()) return fail({400, reasoning.status().message()});
+  const bool thinking = chat_template(ctx) == ChatTemplateKind::kThinking, show = *reasoning;
+  const bool stream = r.chat.stream, tools = r.chat.tool_calls;
+
+  InferenceRequest ir;
+  if (auto e = make_inference_request(ctx, r.chat.images, std::move(r.chat.messages), std::move(r.chat.options), ir,
+                                      r.chat.pages, r.chat.videos))
+    return fail(*e);
+  const std::string id = random_id("resp_");
+  json base{{"id", id}, {"object", "response"}, {"created_at", unix_now()}, {"status", "in_progress"},
+            {"background", false}, {"error", nullptr}, {"incomplete_details", nullptr}};
+  for (auto& [k, v] : r.echo.items()) base[k] = v;
+  base["model"] = r.chat.model.empty() ? ctx.options.model_id : r.chat.model;
+  base["output"] = json::array();
+  base["previous_response_id"] = r.previous_response_id.empty() ? json(nullptr) : json(r.previous_response_id);
+  base["reasoning"] = json{{"effort", nullptr}, {"summary", nullptr}};
+  base["store"] = r.store;
+  base["usage"] = nullptr;
+  base["user"] = nullptr;
+  if (!r.chat.warnings.empty()) base["warnings"] = r.chat.warnings;
+
+  const http::PeerWatch& watch = req.peer;
+  Admitted a = submit_and_wait_start(ctx, std::move(ir), watch);
+  if (a.error) return fail(*a.error);
+  const Tokenizer* tok = &ctx.scheduler.model()->tokenizer();
+  auto b = std::make_shared<ResponseBuilder>(base, tok, r.logprobs);
+  // The conversation a follow-up continues: the previous one, this input, this answer.
+  json conversation = std::move(history);
+  for (auto& m : r.input) conversation.push_back(std::move(m));
+  ResponseStore* store = r.store ? ctx.responses : nullptr;
+  auto keep = [store, id, conversation](const ResponseBuilder& rb) mutable {
+    if (!store) return;
+    conversation.push_back(rb.assistant_message());
+    store->put(id, ResponseStore::Entry{rb.response(), std::move(conversation)});
+  };
+  // The answer's text through the splitters: reasoning (a Thinking model), tool calls, then prose.
+  auto thoughts = thinking ? std::make_shared<ReasoningStream>() : nullptr;
+  auto calls = tools ? std::make_shared<ToolCallStream>() : nullptr;
+  auto answer = [b, calls](std::string_view text, const std::vector<TokenLogprob>& lps) {
+    std::string out = b->message(calls ? calls->push(text) : std::string(text), lps);
+    if (calls)
+      for (const ParsedToolCall& c : calls->take_calls()) out += b->call(c);
+    return out;
+  };
+  auto feed = [b, thoughts, answer, show](std::string_view text, const std::vector<TokenLogprob>& lps) {
+    if (!thoughts) return answer(text, lps);
+    ReasoningStream::Delta d = thoughts->push(text);
+    std::string out = show ? b->reasoning(d.reasoning) : std::string();  // before the answer's events
+    return out + answer(d.content, lps);
+  };
+  auto drain = [b, thoughts, calls, answer, show]() {
+    std::string out;
+    if (thoughts) {
+      ReasoningStream::Delta d = thoughts->finish();
+      if (show) out += b->reasoning(d.reasoning);
+      out += answer(d.content, {});
+    }
+    if (calls) {
+      out += b->message(calls->finish());
+      for (const ParsedToolCall& c : calls->take_calls()) out += b->call(c);
+    }
+    return out;
+  };
+
+  if (!stream) {
+    bool gone = false;
+    JobUpdate end = wait_for_end(a, watch, gone);
+    if (gone) return fail({499, "the client went away", "cancelled"});
+    if (end.error != JobError::kNone) return fail(job_error(end));
+    feed(end.result.text, end.result.logprobs);
+    drain();
+    end.logprobs.clear();  // all given with the text above
+    b->finish(end);
+    keep(*b);
+    json out = b->response();
+    out["timings"] = timings_json(end);
+    return send_json(res, 200, out);
+  }
+
+  b->set_streaming(true);
+  StreamFormat f;
+  json created = base;
+  f.start = b->event("response.created", {{"response", created}});  // two statements: the sequence numbers in order
+  f.start += b->event("response.in_progress", {{"response", created}});
+  f.text = feed;
+  f.done = [b, drain, keep](const JobUpdate& end) mutable {
+    std::string out = drain();
+    out += b->finish(end);
+    keep(*b);
+    json r = b->response();
+    r["timings"] = timings_json(end);
+    const bool incomplete = r["status"] == "incomplete";
+    return out + b->event(incomplete ? "response.incomplete" : "response.completed", {{"response", r}});
+  };
+  f.error = [b, base](const ApiError& e) {
+    json r = base;
+    r["status"] = "failed";
+    r["error"] = json{{"code", e.code.empty() ? std::string("server_error") : e.code}, {"message", e.message}};
+    return b->event("response.failed", {{"response", r}});
+  };
+  stream_job(res, "text/event-stream", std::move(a), watch, std::move(f));
+}
+
+void get_response(ApiContext& ctx, const http::Request& req, http::Response& res) {
+  auto stored = ctx.responses ? ctx.responses->get(req.path_param) : std::nullopt;
+  if (!stored) return send_error(res, ApiFamily::kOpenAI, not_found(req.path_param, "response_id"));
+  send_json(res, 200, stored->response);
+}
+
+}  // namespace
+
+void add_responses_routes(http::Router& routes, ApiContext& ctx) {
+  routes.post("/v1/responses", [&ctx](const http::Request& req, http::Response& res) { create_response(ctx, req, res); });
+  routes.get_prefix("/v1/responses/", [&ctx](const http::Request& req, http::Response& res) { get_response(ctx, req, res); });
+}
+
+}  // namespace qvl::server

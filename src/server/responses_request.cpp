@@ -1,0 +1,316 @@
+// The OpenAI Responses API request body (POST /v1/responses) read into a chat request.
+#include "server/responses_request.h"
+
+#include <cmath>
+#include <regex>
+
+#include "server/api.h"
+
+namespace qvl::server {
+
+namespace {
+
+std::string type_of(const json& obj) {
+  auto it = obj.find("type");
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+Result<std::string> required_string(const json& obj, const char* key, const std::string& where) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_string())
+    return Status::Error(where + "." + key + ": expected a string, got " + (it == obj.end() ? "nothing" : it->type_name()));
+  return it->get<std::string>();
+}
+
+// A message's content: a string, or parts (input_text, output_text, refusal, input_image) in chat form.
+Result<json> content_parts(const json& content, const std::string& where) {
+  if (content.is_string()) return content;
+  if (!content.is_array())
+    return Status::Error(where + ": expected a string or a list of content parts, got " + std::string(content.type_name()));
+  json parts = json::array();
+  for (size_t j = 0; j < content.size(); ++j) {
+    const json& part = content[j];
+    const std::string w = where + "[" + std::to_string(j) + "]";
+    if (!part.is_object()) return Status::Error(w + ": expected a content part object, got " + std::string(part.type_name()));
+    const std::string type = type_of(part);
+    if (type == "input_text" || type == "output_text" || type == "text") {
+      QVL_ASSIGN_OR_RETURN(std::string text, required_string(part, "text", w));
+      parts.push_back(json{{"type", "text"}, {"text", std::move(text)}});
+    } else if (type == "refusal") {
+      QVL_ASSIGN_OR_RETURN(std::string text, required_string(part, "refusal", w));
+      parts.push_back(json{{"type", "text"}, {"text", std::move(text)}});
+    } else if (type == "input_image") {
+      if (auto f = part.find("file_id"); f != part.end() && !f->is_null())
+        return Status::Error(w + ".file_id: not supported (this server has no Files API); send image_url as a data URI "
+                                 "or the name of a file under the server's --media-dir");
+      QVL_ASSIGN_OR_RETURN(std::string url, required_string(part, "image_url", w));
+      json image{{"url", std::move(url)}};
+      json out{{"type", "image_url"}, {"image_url", json()}};
+      // detail, and qvl's per-image sizes and page, as a chat image part takes them.
+      for (const char* key : {"detail", "min_pixels", "max_pixels", "resized_height", "resized_width", "page"})
+        if (auto it = part.find(key); it != part.end()) out[key] = *it;
+      out["image_url"] = std::move(image);
+      parts.push_back(std::move(out));
+    } else if (type == "input_video") {  // qvl's extension, as vLLM's video_url part
+      QVL_ASSIGN_OR_RETURN(std::string url, required_string(part, "video_url", w));
+      json out{{"type", "video_url"}, {"video_url", json{{"url", std::move(url)}}}};
+      for (const char* key : {"fps", "min_pixels", "max_pixels", "total_pixels", "min_frames", "max_frames"})
+        if (auto it = part.find(key); it != part.end()) out[key] = *it;
+      parts.push_back(std::move(out));
+    } else if (type == "input_file") {
+      return Status::Error(w + ": documents (input_file) are not supported yet; send each page as an input_image");
+    } else {
+      return Status::Error(w + ".type: '" + type + "' is not supported; expected input_text, input_image or output_text");
+    }
+  }
+  return parts;
+}
+
+// The input items as chat messages; where[k]: the Responses path of message k.
+Status input_messages(const json& input, json& messages, std::vector<std::string>& where) {
+  if (input.is_string()) {
+    messages.push_back(json{{"role", "user"}, {"content", input}});
+    where.push_back("input");
+    return Status::Ok();
+  }
+  if (!input.is_array() || input.empty())
+    return Status::Error("input: expected a string or a non-empty list of input items, got " +
+                         std::string(input.is_array() ? "an empty list" : input.type_name()));
+  bool open_calls = false;  // the last message is an assistant turn made of function_call items
+  for (size_t i = 0; i < input.size(); ++i) {
+    const json& item = input[i];
+    const std::string w = "input[" + std::to_string(i) + "]";
+    if (!item.is_object()) return Status::Error(w + ": expected an input item object, got " + std::string(item.type_name()));
+    const std::string type = type_of(item);
+    if (type.empty() || type == "message") {
+      QVL_ASSIGN_OR_RETURN(std::string role, required_string(item, "role", w));
+      if (role != "user" && role != "system" && role != "developer" && role != "assistant")
+        return Status::Error(w + ".role: '" + role + "' is not a role; expected user, system, developer or assistant");
+      auto c = item.find("content");
+      if (c == item.end()) return Status::Error(w + ".content: missing; expected a string or a list of content parts");
+      QVL_ASSIGN_OR_RETURN(json content, content_parts(*c, w + ".content"));
+      messages.push_back(json{{"role", role}, {"content", std::move(content)}});
+      where.push_back(w);
+      open_calls = false;
+    } else if (type == "function_call") {
+      QVL_ASSIGN_OR_RETURN(std::string call_id, required_string(item, "call_id", w));
+      QVL_ASSIGN_OR_RETURN(std::string name, required_string(item, "name", w));
+      QVL_ASSIGN_OR_RETURN(std::string arguments, required_string(item, "arguments", w));
+      json call{{"id", call_id}, {"type", "function"}, {"function", json{{"name", name}, {"arguments", arguments}}}};
+      // Calls in a row (and calls right after the assistant's text) are one assistant turn.
+      const bool join = !messages.empty() && messages.back()["role"] == "assistant" &&
+                        (open_calls || !messages.back().contains("tool_calls"));
+      if (join) {
+        messages.back()["tool_calls"].push_back(std::move(call));
+      } else {
+        messages.push_back(json{{"role", "assistant"}, {"content", ""}, {"tool_calls", json::array({std::move(call)})}});
+        where.push_back(w);
+      }
+      open_calls = true;
+    } else if (type == "function_call_output") {
+      QVL_ASSIGN_OR_RETURN(std::string call_id, required_string(item, "call_id", w));
+      auto o = item.find("output");
+      if (o == item.end()) return Status::Error(w + ".output: missing; expected the function's result as a string");
+      QVL_ASSIGN_OR_RETURN(json output, content_parts(*o, w + ".output"));
+      messages.push_back(json{{"role", "tool"}, {"tool_call_id", call_id}, {"content", std::move(output)}});
+      where.push_back(w);
+      open_calls = false;
+    } else if (type == "reasoning") {
+      continue;  // a previous turn's reasoning: the chat template drops it from earlier turns anyway
+    } else {
+      return Status::Error(w + ".type: '" + type + "' is not supported; expected message, function_call, "
+                               "function_call_output or reasoning");
+    }
+  }
+  return Status::Ok();
+}
+
+// Function tools, flat in the Responses API, as chat tools.
+Result<json> chat_tools(const json& tools) {
+  if (!tools.is_array()) return Status::Error("tools: expected a list of tools, got " + std::string(tools.type_name()));
+  json out = json::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const json& t = tools[i];
+    const std::string w = "tools[" + std::to_string(i) + "]";
+    if (!t.is_object()) return Status::Error(w + ": expected a tool object");
+    if (type_of(t) != "function")
+      return Status::Error(w + ".type: '" + type_of(t) + "' is not supported; only function tools ({\"type\": \"function\", "
+                               "\"name\", \"parameters\"}) run here");
+    json f = json::object();
+    for (const char* key : {"name", "description", "parameters", "strict"})
+      if (auto it = t.find(key); it != t.end()) f[key] = *it;
+    out.push_back(json{{"type", "function"}, {"function", std::move(f)}});
+  }
+  return out;
+}
+
+// Chat-request paths in a message rewritten as the Responses API's: messages[k] by `where`, tools[i].function
+// as tools[i], response_format as text.format, max_tokens as max_output_tokens.
+std::string rename(std::string s, const std::vector<std::string>& where) {
+  static const std::regex message(R"(messages\[(\d+)\])"), tool(R"(tools\[(\d+)\]\.function)");
+  std::string out;
+  auto it = std::sregex_iterator(s.begin(), s.end(), message);
+  size_t last = 0;
+  for (; it != std::sregex_iterator(); ++it) {
+    const size_t k = std::stoul((*it)[1].str());
+    out += s.substr(last, static_cast<size_t>(it->position()) - last);
+    out += k < where.size() ? where[k] : it->str();
+    last = static_cast<size_t>(it->position() + it->length());
+  }
+  out += s.substr(last);
+  out = std::regex_replace(out, tool, "tools[$1]");
+  for (auto [from, to] : {std::pair<std::string, std::string>{"response_format.json_schema.schema", "text.format.schema"},
+                          {"response_format", "text.format"}, {"max_tokens", "max_output_tokens"}}) {
+    for (size_t at = out.find(from); at != std::string::npos; at = out.find(from, at + to.size())) out.replace(at, from.size(), to);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> read_previous_response_id(const json& body) {
+  std::string id;
+  QVL_RETURN_IF_ERROR(read_string(body, "previous_response_id", id));
+  return id;
+}
+
+Result<ResponsesRequest> parse_responses(const json& body, const json& history, const GenerateOptions& defaults) {
+  ResponsesRequest r;
+  QVL_ASSIGN_OR_RETURN(r.previous_response_id, read_previous_response_id(body));
+  QVL_RETURN_IF_ERROR(read_string(body, "instructions", r.instructions));
+  QVL_RETURN_IF_ERROR(read_bool(body, "store", r.store));
+  for (const char* key : {"background"}) {
+    bool on = false;
+    QVL_RETURN_IF_ERROR(read_bool(body, key, on));
+    if (on) return Status::Error("background: not supported; leave it out (responses are answered in the request)");
+  }
+  for (const char* key : {"conversation", "prompt"})
+    if (auto it = body.find(key); it != body.end() && !it->is_null())
+      return Status::Error(std::string(key) + ": not supported; continue a conversation with previous_response_id");
+  for (const char* key : {"user", "safety_identifier", "prompt_cache_key", "service_tier"}) {
+    std::string ignored;
+    QVL_RETURN_IF_ERROR(read_string(body, key, ignored));
+  }
+  std::string truncation = "disabled";
+  QVL_RETURN_IF_ERROR(read_string(body, "truncation", truncation));
+  if (truncation != "disabled" && truncation != "auto")
+    return Status::Error("truncation: expected \"disabled\" or \"auto\", got '" + truncation + "'");
+  if (auto m = body.find("metadata"); m != body.end() && !m->is_null()) {
+    if (!m->is_object() || m->size() > 16) return Status::Error("metadata: expected an object of at most 16 string values");
+    for (const auto& [k, v] : m->items())
+      if (!v.is_string() || k.size() > 64 || v.get<std::string>().size() > 512)
+        return Status::Error("metadata." + k + ": expected a string of at most 512 characters (keys at most 64)");
+  }
+  if (auto rs = body.find("reasoning"); rs != body.end() && !rs->is_null()) {
+    // Accepted for clients that always send it; a Thinking model reasons as its template says.
+    if (!rs->is_object()) return Status::Error("reasoning: expected an object such as {\"effort\": \"medium\"}");
+    std::string effort;
+    QVL_RETURN_IF_ERROR(read_string(*rs, "effort", effort, "reasoning"));
+    if (!effort.empty() && effort != "none" && effort != "minimal" && effort != "low" && effort != "medium" && effort != "high")
+      return Status::Error("reasoning.effort: expected none, minimal, low, medium or high, got '" + effort + "'");
+  }
+  if (auto inc = body.find("include"); inc != body.end() && !inc->is_null()) {
+    if (!inc->is_array()) return Status::Error("include: expected a list of strings");
+    for (size_t i = 0; i < inc->size(); ++i) {
+      const json& v = (*inc)[i];
+      const std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+      if (s == "message.output_text.logprobs") r.logprobs = true;
+      else if (s != "message.input_image.image_url" && s != "reasoning.encrypted_content")
+        return Status::Error("include[" + std::to_string(i) + "]: '" + s + "' is not supported; expected "
+                             "message.output_text.logprobs");
+    }
+  }
+  int64_t top_logprobs = 0;
+  QVL_RETURN_IF_ERROR(read_int(body, "top_logprobs", top_logprobs));
+  if (top_logprobs < 0 || top_logprobs > kMaxTopLogprobs)
+    return Status::Error("top_logprobs: expected 0 to " + std::to_string(kMaxTopLogprobs) + ", got " + std::to_string(top_logprobs));
+  int max_output = defaults.max_tokens;
+  QVL_RETURN_IF_ERROR(read_max_tokens(body, "max_output_tokens", max_output));
+
+  // The conversation: instructions, the previous response's messages, this input.
+  if (!history.is_array()) return Status::Error("previous_response_id: the stored conversation is not a list");
+  json messages = json::array();
+  std::vector<std::string> where;
+  if (!r.instructions.empty()) {
+    messages.push_back(json{{"role", "system"}, {"content", r.instructions}});
+    where.push_back("instructions");
+  }
+  for (size_t k = 0; k < history.size(); ++k) {
+    messages.push_back(history[k]);
+    where.push_back("the conversation of previous_response_id '" + r.previous_response_id + "', message " + std::to_string(k));
+  }
+  const auto input = body.find("input");
+  if (input == body.end() || input->is_null())
+    return Status::Error("input: missing; expected a string or a list of input items");
+  const size_t first_input = messages.size();
+  json this_input = json::array();
+  {
+    std::vector<std::string> input_where;
+    QVL_RETURN_IF_ERROR(input_messages(*input, this_input, input_where));
+    for (auto& m : this_input) messages.push_back(m);
+    where.insert(where.end(), input_where.begin(), input_where.end());
+  }
+  QVL_CHECK(where.size() == messages.size() && messages.size() == first_input + this_input.size());
+
+  json chat{{"messages", std::move(messages)}};
+  for (const char* key : {"model", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty",
+                          "frequency_penalty", "repetition_penalty", "parallel_tool_calls", "stream"})
+    if (auto it = body.find(key); it != body.end()) chat[key] = *it;
+  chat["max_tokens"] = max_output;
+  if (auto t = body.find("tools"); t != body.end() && !t->is_null()) {
+    QVL_ASSIGN_OR_RETURN(chat["tools"], chat_tools(*t));
+  }
+  if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
+    if (tc->is_object() && type_of(*tc) == "function") {
+      QVL_ASSIGN_OR_RETURN(std::string name, required_string(*tc, "name", "tool_choice"));
+      chat["tool_choice"] = json{{"type", "function"}, {"function", json{{"name", name}}}};
+    } else if (tc->is_string()) {
+      chat["tool_choice"] = *tc;
+    } else {
+      return Status::Error("tool_choice: expected \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"name\": ...}, got " +
+                           tc->dump().substr(0, 80));
+    }
+  }
+  if (auto t = body.find("text"); t != body.end() && !t->is_null()) {
+    if (!t->is_object()) return Status::Error("text: expected an object such as {\"format\": {\"type\": \"json_object\"}}");
+    if (auto f = t->find("format"); f != t->end() && !f->is_null()) {
+      if (!f->is_object()) return Status::Error("text.format: expected an object such as {\"type\": \"json_object\"}");
+      const std::string type = type_of(*f);
+      if (type == "json_schema") {
+        QVL_ASSIGN_OR_RETURN(std::string name, required_string(*f, "name", "text.format"));
+        if (!f->contains("schema")) return Status::Error("text.format.schema: missing; give the JSON schema the answer must follow");
+        chat["response_format"] = json{{"type", "json_schema"}, {"json_schema", json{{"name", name}, {"schema", (*f)["schema"]}}}};
+      } else if (type == "json_object" || type == "text") {
+        chat["response_format"] = json{{"type", type}};
+      } else {
+        return Status::Error("text.format.type: expected text, json_object or json_schema, got '" + type + "'");
+      }
+    }
+  }
+  auto parsed = parse_chat_completion(chat, defaults);
+  if (!parsed.ok()) return Status::Error(rename(parsed.status().message(), where));
+  r.chat = std::move(parsed).value();
+  for (auto& [ref, w] : r.chat.images) w = rename(w, where);
+  for (VideoRef& v : r.chat.videos) v.where = rename(v.where, where);
+  for (std::string& w : r.chat.warnings) w = rename(w, where);
+  r.chat.options.logprobs = r.logprobs ? static_cast<int>(top_logprobs) : -1;
+  r.input = std::move(this_input);
+
+  // What the response object repeats.
+  bool parallel_calls = true;
+  QVL_RETURN_IF_ERROR(read_bool(body, "parallel_tool_calls", parallel_calls));
+  r.echo = json{{"instructions", r.instructions.empty() ? json(nullptr) : json(r.instructions)},
+                {"max_output_tokens", body.contains("max_output_tokens") ? body["max_output_tokens"] : json(nullptr)},
+                {"metadata", body.contains("metadata") && !body["metadata"].is_null() ? body["metadata"] : json::object()},
+                {"parallel_tool_calls", parallel_calls},
+                {"temperature", std::round(r.chat.options.sampling.temperature * 1e6) / 1e6},
+                {"top_p", std::round(r.chat.options.sampling.top_p * 1e6) / 1e6},
+                {"tool_choice", body.contains("tool_choice") && !body["tool_choice"].is_null() ? body["tool_choice"] : json("auto")},
+                {"tools", body.contains("tools") && !body["tools"].is_null() ? body["tools"] : json::array()},
+                {"text", body.contains("text") && !body["text"].is_null() ? body["text"] : json{{"format", json{{"type", "text"}}}}},
+                {"top_logprobs", top_logprobs},
+                {"truncation", truncation}};
+  return r;
+}
+
+}  // namespace qvl::server
