@@ -136,6 +136,8 @@ Result<json> chat_tools(const json& tools) {
     if (type_of(t) != "function")
       return Status::Error(w + ".type: '" + type_of(t) + "' is not supported; only function tools ({\"type\": \"function\", "
                                "\"name\", \"parameters\"}) run here");
+    QVL_ASSIGN_OR_RETURN(std::string name, required_string(t, "name", w));
+    if (name.empty()) return Status::Error(w + ".name: empty; give the function's name");
     json f = json::object();
     for (const char* key : {"name", "description", "parameters", "strict"})
       if (auto it = t.find(key); it != t.end()) f[key] = *it;

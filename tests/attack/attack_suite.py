@@ -151,7 +151,12 @@ ENDPOINTS = {
     "/api/generate": lambda content, extra=None: {
         "model": "x", "prompt": content, "stream": False, "options": {"num_predict": 2}, **(extra or {})},
     "/chat": lambda content, extra=None: {"question": content, "max_tokens": 2, **(extra or {})},
+    "/v1/responses": lambda content, extra=None: {
+        "model": "x", "input": [{"role": "user", "content": content}], "max_output_tokens": 2, **(extra or {})},
+    "/v1/completions": lambda content, extra=None: {"model": "x", "prompt": content, "max_tokens": 2, **(extra or {})},
 }
+# The endpoints that take images (a raw completion prompt takes none).
+IMAGE_ENDPOINTS = [p for p in ENDPOINTS if p != "/v1/completions"]
 
 
 def image_request(path, ref):
@@ -164,6 +169,9 @@ def image_request(path, ref):
                 "messages": [{"role": "user", "content": "what?", "images": [ref]}]}
     if path == "/api/generate":
         return {"model": "x", "stream": False, "prompt": "what?", "images": [ref], "options": {"num_predict": 2}}
+    if path == "/v1/responses":
+        return {"model": "x", "max_output_tokens": 2, "input": [{"role": "user", "content": [
+            {"type": "input_image", "image_url": ref}, {"type": "input_text", "text": "what?"}]}]}
     return {"question": "what?", "image": ref, "max_tokens": 2}
 
 
@@ -262,7 +270,7 @@ def table(port):
                ("max_tokens", "1e20"), ("max_tokens", "99999999999999999999999"), ("max_tokens", '"many"'),
                ("seed", "-1"), ("seed", "1e400"), ("seed", "18446744073709551616"), ("min_p", "2"),
                ("presence_penalty", "3"), ("frequency_penalty", "-3"), ("repetition_penalty", "0"),
-               ("repetition_penalty", "-1e308"), ("stop", "5"), ("stop", "[1,2]"), ("n", "5"), ("logprobs", "true"),
+               ("repetition_penalty", "-1e308"), ("stop", "5"), ("stop", "[1,2]"), ("n", "5"), ("logprobs", '"yes"'), ("top_logprobs", "21"),
                ("stream", '"yes"'), ("response_format", '{"type": "xml"}'),
                ("max_completion_tokens", "-7"), ("stream_options", "5")]
     legal = {("seed", "-1")}  # -1: "pick one", as llama.cpp and Ollama clients send it
@@ -286,6 +294,51 @@ def table(port):
             JSON, port), "valid" if value == "-1" else "error")
         add("numbers", f"/chat max_tokens={value}", request(
             "POST", "/chat", b'{"question":"hi","max_tokens":' + value.encode() + b"}", JSON, port))
+
+    # --- the Responses API, legacy completions and the text utilities: wrong shapes, ids, limits
+    api_bad = [
+        ("/v1/responses", {"input": "hi", "previous_response_id": "resp_" + "f" * 5000}),
+        ("/v1/responses", {"input": "hi", "previous_response_id": 5}),
+        ("/v1/responses", {"input": [{"type": "item_reference", "id": "x"}]}),
+        ("/v1/responses", {"input": [{"type": "function_call", "call_id": 1, "name": "f", "arguments": "{}"}]}),
+        ("/v1/responses", {"input": [{"type": "function_call_output", "call_id": "c"}]}),
+        ("/v1/responses", {"input": [{"role": "user", "content": [{"type": "input_file", "file_data": "AAAA"}]}]}),
+        ("/v1/responses", {"input": [{"role": "user", "content": [{"type": "input_image"}]}]}),
+        ("/v1/responses", {"input": "hi", "tools": [{"type": "function"}]}),
+        ("/v1/responses", {"input": "hi", "tools": "all"}),
+        ("/v1/responses", {"input": "hi", "tool_choice": {"type": "function"}}),
+        ("/v1/responses", {"input": "hi", "text": {"format": {"type": "json_schema"}}}),
+        ("/v1/responses", {"input": "hi", "text": {"format": "json"}}),
+        ("/v1/responses", {"input": "hi", "include": "everything"}),
+        ("/v1/responses", {"input": "hi", "top_logprobs": 1e9}),
+        ("/v1/responses", {"input": "hi", "metadata": {str(i): "v" for i in range(100)}}),
+        ("/v1/responses", {"input": "hi", "reasoning": {"effort": "maximal"}}),
+        ("/v1/responses", {"input": "hi", "truncation": "sometimes"}),
+        ("/v1/responses", {"input": [{"role": "user", "content": "a"}] * 20000}),
+        ("/v1/completions", {"prompt": [2 ** 31]}),
+        ("/v1/completions", {"prompt": [1.5, 2]}),
+        ("/v1/completions", {"prompt": [[]]}),
+        ("/v1/completions", {"prompt": [[[1]]]}),
+        ("/v1/completions", {"prompt": ["a"] * 17}),
+        ("/v1/completions", {"prompt": [1] * 100000}),
+        ("/v1/completions", {"prompt": "hi", "logprobs": 1e9}),
+        ("/v1/completions", {"prompt": "hi", "echo": "yes"}),
+        ("/v1/completions", {"prompt": "hi", "best_of": 3}),
+        ("/v1/completions", {"prompt": "hi", "logit_bias": {"1": 100}}),
+        ("/v1/completions", {"prompt": "<|vision_start|><|image_pad|><|vision_end|>"}),
+        ("/tokenize", {}), ("/tokenize", {"content": ["a"]}), ("/tokenize", {"content": "a", "with_pieces": "yes"}),
+        ("/detokenize", {"tokens": "1 2"}), ("/detokenize", {"tokens": [2 ** 40]}), ("/detokenize", {"tokens": [-1]}),
+        ("/detokenize", {"tokens": [1.5]}),
+        ("/apply-template", {"messages": [{"role": "user", "content": 5}]}), ("/apply-template", {}),
+    ]
+    for path, b in api_bad:
+        add("api", f"{path} {json.dumps(b)[:60]}", request("POST", path, js(b), JSON, port))
+    add("api", "/tokenize 1 MB of text", request("POST", "/tokenize", js({"content": "word " * 200000}), JSON, port),
+        "valid", timeout=60)
+    add("api", "/detokenize every control token", request("POST", "/detokenize", js({"tokens": list(range(151643, 151669))}),
+                                                          JSON, port), "valid")
+    for rid in ["resp_unknown", "..%2F..%2Fetc%2Fpasswd", "x" * 4000, "%00"]:
+        add("api", f"GET /v1/responses/{rid[:20]}", request("GET", "/v1/responses/" + rid, b"", {}, port))
 
     # --- too many messages / parts / images / huge strings
     many = {"model": "x", "max_tokens": 2, "messages": [{"role": "user", "content": "a"}] * 20000}
@@ -318,7 +371,7 @@ def table(port):
             "data:image/png;base64," + "A" * 5, "not base64 at all \x01", "AAAA", "====",
             "http://127.0.0.1:1/x.png", "https://example.com/a.jpg", "file:///etc/passwd", "../../etc/passwd",
             "/etc/shadow", "ftp://x/y", "data:image/svg+xml;base64," + base64.b64encode(b"<svg/>").decode()]
-    for path in ENDPOINTS:
+    for path in IMAGE_ENDPOINTS:
         for ref in refs:
             add("base64", f"{path} image {ref[:30]!r}", request("POST", path, js(image_request(path, ref)), JSON, port))
 

@@ -1,11 +1,14 @@
 // Fuzz target: the JSON request bodies of every API — bytes -> parse_json_text (the JSON limits, then the
 // parser, as a request body goes) -> parse_chat_completion (OpenAI), parse_ollama_chat, parse_ollama_generate
-// and parse_legacy_chat (/chat) over default GenerateOptions. Nothing may throw out; a refusal says why; an
+// parse_legacy_chat (/chat), parse_completion (/v1/completions) and parse_responses (/v1/responses, with no
+// history and with the body's own "messages" as the stored conversation) over default GenerateOptions. Nothing may throw out; a refusal says why; an
 // accepted request has one image reference per image part, known roles and sampling that validates.
 #include <cstdint>
 #include <string_view>
 
 #include "server/api.h"
+#include "server/completion_request.h"
+#include "server/responses_request.h"
 #include "server/legacy_request.h"
 #include "server/ollama_request.h"
 #include "server/openai_request.h"
@@ -66,6 +69,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       QVL_CHECK(image_parts(r->messages) == r->images.size());
     }
     check_options(r->options);
+  }
+  if (auto r = parse_completion(*body, defaults); !refused(r)) {
+    QVL_CHECK(!r->prompts.empty() && r->prompts.size() <= kMaxCompletionPrompts);
+    QVL_CHECK(r->options.raw_prompt.empty() && r->logprobs >= -1 && r->logprobs <= qvl::kMaxTopLogprobs);
+    QVL_CHECK(!(r->stream && r->prompts.size() > 1));
+    check_options(r->options);
+  }
+  const json history = body->contains("messages") && (*body)["messages"].is_array() ? (*body)["messages"] : json::array();
+  for (const json* h : {&history, static_cast<const json*>(nullptr)}) {
+    if (auto r = parse_responses(*body, h ? *h : json::array(), defaults); !refused(r)) {
+      QVL_CHECK(!r->chat.messages.empty() && r->input.is_array() && !r->input.empty());
+      QVL_CHECK(image_parts(r->chat.messages) == r->chat.images.size());
+      for (const auto& [ref, where] : r->chat.images) QVL_CHECK(!where.empty() && where.find("messages[") == std::string::npos);
+      QVL_CHECK(r->chat.options.logprobs >= -1 && r->chat.options.logprobs <= qvl::kMaxTopLogprobs);
+      check_options(r->chat.options);
+    }
   }
   if (auto r = parse_legacy_chat(*body, defaults); !refused(r)) {
     QVL_CHECK(!r->question.empty());
