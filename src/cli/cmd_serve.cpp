@@ -19,6 +19,7 @@
 #include "model/gguf_checkpoint.h"
 #include "model/image_processor.h"
 #include "model/test_model.h"
+#include "hub/hub.h"
 #include "hub/resolve.h"
 #include "server/server.h"
 #include "util/builtin_files.h"
@@ -242,6 +243,19 @@ int cmd_serve(const std::vector<std::string>& args) {
     };
   }
   if (!alias.empty()) o.model_id = alias;
+  // Ollama's /api/pull: into the hub's cache, as `qvl pull` does (the environment's endpoint, token, offline mode).
+  o.pull = [](const std::string& spec, const std::function<void(const server::PullProgress&)>& progress) -> Result<std::string> {
+    const auto [id_spec, tag] = hub::split_gguf_tag(spec);
+    QVL_ASSIGN_OR_RETURN(auto parsed, hub::parse_model_spec(id_spec));
+    hub::PullOptions p;
+    p.source = parsed.first;
+    p.repo_id = parsed.second;
+    p.gguf_tag = tag;
+    p.on_progress = [&progress](const hub::Progress& h) {
+      progress(server::PullProgress{h.file, h.file_done, h.file_total, h.all_done, h.all_total});
+    };
+    return hub::pull(p);
+  };
   auto remove_demo = [&] {
     std::error_code ec;
     if (!demo_dir.empty()) std::filesystem::remove_all(demo_dir, ec);

@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include <memory>
+#include <mutex>
 
 #include "server/api.h"
 #include "server/logprobs_json.h"
@@ -221,9 +222,74 @@ json model_entry(const ApiContext& ctx) {
               {"details", details(ctx)}};
 }
 
+// POST /api/pull {"model": "hf.co/ORG/NAME[:QUANT]", "stream": true}: the files land in the hub's cache through
+// qvl's hub client (HF_TOKEN, HF_ENDPOINT and HF_HUB_OFFLINE honoured), with Ollama's progress lines. One pull
+// at a time. The server keeps serving the model it started with; the pulled one is served by a new
+// `qvl serve --model` (one model per server).
+void pull(ApiContext& ctx, const http::Request& req, http::Response& res) {
+  auto fail = [&](const ApiError& e) { send_error(res, ApiFamily::kOllama, e); };
+  if (!ctx.options.pull) return fail({501, "this server cannot pull models (it was started without a hub client)"});
+  auto body = parse_json_body(req);
+  if (!body.ok()) return fail({400, body.status().message()});
+  std::string name;
+  bool stream = true, insecure = false;
+  for (const char* key : {"name", "model"})
+    if (Status s = read_string(*body, key, name); !s.ok()) return fail({400, s.message()});
+  if (Status s = read_bool(*body, "stream", stream); !s.ok()) return fail({400, s.message()});
+  if (Status s = read_bool(*body, "insecure", insecure); !s.ok()) return fail({400, s.message()});  // accepted: TLS always verified
+  auto spec = ollama_pull_spec(name);
+  if (!spec.ok()) return fail({400, spec.status().message()});
+  static std::mutex one_pull;
+  auto lock = std::make_shared<std::unique_lock<std::mutex>>(one_pull, std::try_to_lock);
+  if (!lock->owns_lock()) return fail({503, "another pull is running; retry when it has finished", "busy", "", 5});
+  const PullFn fetch = ctx.options.pull;
+  if (!stream) {
+    auto dir = fetch(*spec, [](const PullProgress&) {});
+    if (!dir.ok()) return fail({502, "pulling " + *spec + ": " + dir.status().message()});
+    return send_json(res, 200, json{{"status", "success"}});
+  }
+  res.status = 200;
+  res.content_type = kNdjson;
+  res.stream = [fetch, spec = *spec, lock](http::ChunkSink& sink) {
+    std::mutex mu;  // progress comes from the download threads
+    bool open = true;
+    auto line = [&](const json& j) {
+      std::lock_guard<std::mutex> g(mu);
+      if (open) open = sink.write(dump_json(j) + "\n");  // a client gone: the pull goes on, unwatched
+    };
+    line(json{{"status", "pulling manifest"}});
+    std::string last_file;
+    auto last = std::chrono::steady_clock::now();
+    auto dir = fetch(spec, [&](const PullProgress& p) {
+      const auto now = std::chrono::steady_clock::now();
+      {
+        std::lock_guard<std::mutex> g(mu);
+        if (p.file == last_file && p.file_done < p.file_total && now - last < std::chrono::milliseconds(250)) return;
+        last_file = p.file;
+        last = now;
+      }
+      line(json{{"status", "pulling " + p.file}, {"digest", p.file}, {"total", p.file_total}, {"completed", p.file_done}});
+    });
+    if (!dir.ok()) return line(json{{"error", "pulling " + spec + ": " + dir.status().message()}});
+    line(json{{"status", "verifying sha256 digest"}});
+    line(json{{"status", "writing manifest"}});
+    line(json{{"status", "success"}});
+  };
+}
+
+// What Ollama manages and qvl does not: one model, fixed at start, files in the hub's cache.
+void not_managed(const http::Request& req, http::Response& res) {
+  send_error(res, ApiFamily::kOllama,
+             {501, req.path + " is not supported: qvl serves the one model it was started with and keeps no model "
+                   "store of its own (pulled files live in the hub's cache; remove them with `huggingface-cli "
+                   "delete-cache`, serve another model with `qvl serve --model`)"});
+}
+
 }  // namespace
 
 void add_ollama_routes(http::Router& routes, ApiContext& ctx) {
+  routes.post("/api/pull", [&ctx](const http::Request& req, http::Response& res) { pull(ctx, req, res); });
+  for (const char* path : {"/api/create", "/api/copy", "/api/push", "/api/delete"}) routes.post(path, not_managed);
   routes.post("/api/chat", [&ctx](const http::Request& req, http::Response& res) { generate(ctx, req, res, true); });
   routes.post("/api/generate",
             [&ctx](const http::Request& req, http::Response& res) { generate(ctx, req, res, false); });

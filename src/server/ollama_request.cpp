@@ -215,4 +215,44 @@ Result<OllamaRequest> parse_ollama_generate(const json& body, const GenerateOpti
   return r;
 }
 
+Result<std::string> ollama_pull_spec(const std::string& name) {
+  const std::string hint = "; name a hub repository: hf.co/ORG/NAME (a GGUF repository with :QUANT, e.g. "
+                           "hf.co/Qwen/Qwen3-VL-2B-Instruct-GGUF:Q4_K_M) or modelscope.cn/ORG/NAME";
+  if (name.empty()) return Status::Error("model: empty" + hint);
+  if (name.size() > 300) return Status::Error("model: " + std::to_string(name.size()) + " characters, over 300" + hint);
+  std::string rest = name, prefix;
+  auto lower = [](std::string s) {
+    for (char& c : s) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+    return s;
+  };
+  for (const auto& [host, source] : {std::pair<std::string, std::string>{"hf.co/", ""}, {"huggingface.co/", ""},
+                                     {"https://huggingface.co/", ""}, {"modelscope.cn/", "modelscope:"}}) {
+    if (lower(rest.substr(0, host.size())) == host) {
+      rest = rest.substr(host.size());
+      prefix = source;
+      break;
+    }
+  }
+  std::string tag;
+  if (const size_t colon = rest.find(':'); colon != std::string::npos) {
+    tag = rest.substr(colon + 1);
+    rest = rest.substr(0, colon);
+  }
+  auto word = [](const std::string& s, size_t most) {
+    if (s.empty() || s.size() > most || s == "." || s == "..") return false;
+    for (char c : s)
+      if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
+        return false;
+    return true;
+  };
+  const size_t slash = rest.find('/');
+  if (slash == std::string::npos)
+    return Status::Error("model: '" + name.substr(0, 80) + "' is an Ollama library name, which qvl cannot pull" + hint);
+  if (rest.find('/', slash + 1) != std::string::npos || !word(rest.substr(0, slash), 96) || !word(rest.substr(slash + 1), 96))
+    return Status::Error("model: '" + name.substr(0, 80) + "' is not ORG/NAME (letters, digits, '-', '_', '.')" + hint);
+  if (!tag.empty() && !word(tag, 64)) return Status::Error("model: the tag '" + tag.substr(0, 40) + "' is not a quantization name" + hint);
+  if (lower(tag) == "latest") tag.clear();
+  return prefix + rest + (tag.empty() ? "" : ":" + tag);
+}
+
 }  // namespace qvl::server

@@ -44,4 +44,10 @@ Result<OllamaRequest> parse_ollama_chat(const nlohmann::ordered_json& body, cons
 Result<OllamaRequest> parse_ollama_generate(const nlohmann::ordered_json& body, const GenerateOptions& defaults,
                                             bool& empty);
 
+// An Ollama model name for /api/pull as a hub spec: "hf.co/ORG/NAME[:TAG]" (or "huggingface.co/...") ->
+// "ORG/NAME[:TAG]" (the TAG "latest": none; another TAG picks a GGUF repository's quantization),
+// "modelscope.cn/ORG/NAME[:TAG]" -> "modelscope:ORG/NAME[:TAG]", "ORG/NAME[:TAG]" as it is. Ollama's library
+// names ("qwen3-vl:2b") are refused: qvl pulls from the hubs, not from Ollama's registry.
+Result<std::string> ollama_pull_spec(const std::string& name);
+
 }  // namespace qvl::server

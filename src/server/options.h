@@ -4,12 +4,24 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "model/kv_type.h"
+#include "util/status.h"
 
 namespace qvl::server {
+
+// Ollama's /api/pull, done by whoever starts the server (the command line: qvl's hub client): `spec` is a
+// hub model spec ("ORG/NAME", "ORG/NAME-GGUF:Q4_K_M", "modelscope:ORG/NAME"); progress is reported as files
+// arrive; the result is the local model directory.
+struct PullProgress {
+  std::string file;               // the file that last received bytes
+  int64_t file_done = 0, file_total = 0;
+  int64_t all_done = 0, all_total = 0;
+};
+using PullFn = std::function<Result<std::string>(const std::string& spec, const std::function<void(const PullProgress&)>&)>;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -49,6 +61,7 @@ struct ServerOptions {
   double body_timeout_s = 60;        // and its body within this after the header
   double keep_alive_s = 5;           // an idle connection is closed after this
   bool access_log = false;           // one line per API request on stderr
+  PullFn pull;                       // /api/pull's downloader; null: /api/pull answers 501
 };
 
 }  // namespace qvl::server

@@ -43,7 +43,7 @@ std::string endpoint_label(const std::string& path) {
   static const char* const kRoutes[] = {"/health", "/livez", "/readyz", "/metrics", "/v1/models", "/v1/chat/completions", "/api/chat",
                                         "/api/generate", "/api/tags", "/api/ps", "/api/version", "/api/show",
                                         "/v1/vision/completion", "/chat", "/v1/completions", "/tokenize",
-                                        "/detokenize", "/apply-template", "/v1/responses"};
+                                        "/detokenize", "/apply-template", "/v1/responses", "/api/pull"};
   for (const char* r : kRoutes) {
     if (path == r) return r;
   }
@@ -59,7 +59,7 @@ bool is_probe(const std::string& path) { return path == "/health" || path == "/l
 bool is_post_route(const std::string& path) {
   return path == "/v1/chat/completions" || path == "/api/chat" || path == "/api/generate" || path == "/api/show" ||
          path == "/v1/vision/completion" || path == "/chat" || path == "/v1/completions" || path == "/tokenize" ||
-         path == "/detokenize" || path == "/apply-template" || path == "/v1/responses";
+         path == "/detokenize" || path == "/apply-template" || path == "/v1/responses" || path == "/api/pull";
 }
 
 std::string lower(std::string s) {
@@ -470,6 +470,11 @@ Status Server::start() {
   };
   h.handle = [&s](http::Request& req, http::Response& res) { s.handle(req, res); };
   h.error = [](const http::Request& req, int status, const std::string& message, http::Response& res) {
+    // Ollama's DELETE /api/delete: the method is refused by the HTTP layer; the answer says why in Ollama's terms.
+    if (status == 405 && req.method == "DELETE" && req.path == "/api/delete")
+      return send_error(res, ApiFamily::kOllama, {501, "/api/delete is not supported: qvl serves the one model it was "
+                                                       "started with and keeps no model store of its own (remove hub "
+                                                       "files with `huggingface-cli delete-cache`)"});
     send_error(res, family_of(req.path), {status, message});
   };
   h.log = [&s](const http::Request& req, const http::Response& res) { s.log(req, res); };

@@ -430,22 +430,23 @@ def main():
         home = tmp / "home"
         home.mkdir()
         with started([sys.executable, str(ROOT / "tests" / "hub" / "fake_hub.py"), "--root", str(tiny),
-                      "--repo", HUB_REPO], tmp / "hub.log", ready_line="PORT ") as (_, line), \
-             started([binary, "serve", "--demo", "--model-files", model_files, "--port", str(port), "--threads", "1",
-                      "--quiet"], tmp / "demo.log", port=port):
+                      "--repo", HUB_REPO], tmp / "hub.log", ready_line="PORT ") as (_, line):
             hub = f"http://127.0.0.1:{line.split()[1]}"
             env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "MODELSCOPE_", "QVL_"))}
             env.update(HOME=str(home), HF_HOME=str(tmp / "hf"), HF_ENDPOINT=hub, MODELSCOPE_CACHE=str(tmp / "ms"),
                        MODELSCOPE_ENDPOINT=hub, QVL_DOCS_PORT=str(port), PYTHONDONTWRITEBYTECODE="1",
                        QVL_DOCS_SERVE_WAIT=os.environ.get("QVL_DOCS_SERVE_WAIT", "90"))
-            ctx = dict(tmp=tmp, binary=binary, tiny=tiny, port=port, env=env, verbose=verbose,
-                       python=functools.cache(venv_python))
-            results = []
-            for f in files:
-                results += run_file(f, ctx)
-            if health(port) != 200:
-                print(f"run_docs: the demo server no longer answers /health:\n{(tmp / 'demo.log').read_text()}")
-                results.append((None, "fail", "the demo server is down"))
+            # The demo server pulls (Ollama's /api/pull) from the fake hub too.
+            with started([binary, "serve", "--demo", "--model-files", model_files, "--port", str(port), "--threads", "1",
+                          "--quiet"], tmp / "demo.log", port=port, env=env):
+                ctx = dict(tmp=tmp, binary=binary, tiny=tiny, port=port, env=env, verbose=verbose,
+                           python=functools.cache(venv_python))
+                results = []
+                for f in files:
+                    results += run_file(f, ctx)
+                if health(port) != 200:
+                    print(f"run_docs: the demo server no longer answers /health:\n{(tmp / 'demo.log').read_text()}")
+                    results.append((None, "fail", "the demo server is down"))
 
     n = {s: sum(1 for _, t, _ in results if t == s) for s in ("pass", "fail", "skipped", "xfail")}
     xfail = f" (and {n['xfail']} xfail: ran and failed as expected)" if n["xfail"] else ""

@@ -70,8 +70,9 @@ class Server:
 
 
 @contextlib.contextmanager
-def run_server(*extra_args: str, api_key: str | None = None):
-    """Starts `qvl serve --demo` on a free port, waits for /health 200, yields a Server, stops it with SIGTERM."""
+def run_server(*extra_args: str, api_key: str | None = None, env: dict | None = None):
+    """Starts `qvl serve --demo` on a free port (with `env` added to the environment), waits for /health 200,
+    yields a Server, stops it with SIGTERM."""
     binary, files = _binary(), _model_files()
     args = list(extra_args) + (["--api-key", api_key] if api_key else [])
     log = pathlib.Path(tempfile.mkstemp(prefix="qvl-serve-", suffix=".log")[1])
@@ -81,7 +82,7 @@ def run_server(*extra_args: str, api_key: str | None = None):
             proc = subprocess.Popen(
                 [str(binary), "serve", "--demo", "--model-files", str(files), "--port", str(port), "--threads", "1",
                  *args],
-                stdout=out, stderr=subprocess.STDOUT)
+                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + scaled(120)
         status, body = 0, None
