@@ -2,7 +2,9 @@
 // know it from `ollama run` and `llama-cli`: each line is a user turn, the answer streams back, the
 // conversation goes on. `/image PATH` attaches a picture to the next turn, `/video PATH` a clip; Ctrl-C stops the answer being
 // written (not the program); `/bye` or Ctrl-D ends. The encoded images and the conversation's KV cache are
-// kept between turns, so a follow-up question reads only its own tokens.
+// kept between turns, so a follow-up question reads only its own tokens. In a terminal: line editing and
+// history (libedit; cli/line_editor.h), """ ... """ for a message of several lines, and what is typed while an
+// answer streams waits for the next prompt.
 #include <signal.h>
 #include <unistd.h>
 
@@ -10,9 +12,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
+#include "cli/line_editor.h"
 #include "cli/model_arg.h"
 #include "cli/options.h"
 #include "util/file.h"
@@ -32,6 +36,8 @@ constexpr const char* kHelp =
     "  /image PATH   attach a picture (JPEG, PNG, WebP, GIF, BMP, PPM) to your next message\n"
     "  /video PATH   attach a video clip (MP4, WebM, MKV, MOV, animated GIF/WebP) to your next message\n"
     "  /clear        forget the conversation (the system message stays)\n"
+    "  \"\"\"           a message of several lines: start and end it with \"\"\"\n"
+    "  Up, Down      earlier messages (kept in the history file; QVL_HISTORY names it)\n"
     "  /bye          quit (also /exit, Ctrl-D)\n"
     "  Ctrl-C        stop the answer being written\n";
 
@@ -82,8 +88,9 @@ int cmd_chat(const Args& args) {
   }
 
   const bool interactive = isatty(STDIN_FILENO);
-  std::fprintf(stderr, "loading %s ...\n", model_dir.c_str());
+  LoadingLine loading(model_dir);
   auto model = Model::load(model_dir, weight_types, threads, mmproj);
+  loading.stop();
   if (!model.ok()) return fail(cmd, model.status().message());
   auto defaults = SamplingParams::from_generation_config((*model)->generation());
   if (!defaults.ok()) return fail(cmd, defaults.status().message());
@@ -100,7 +107,15 @@ int cmd_chat(const Args& args) {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;
   sigaction(SIGINT, &sa, nullptr);
-  std::fprintf(stderr, "%d threads, %s kernels. Type a message; /help for commands.\n", threads, kernels().name);
+  {
+    const ModelFacts& f = (*model)->facts();
+    std::fprintf(stderr, "%s: Qwen3-VL %s (%s%s, %s weights), context %lld tokens, %d thread%s, %s kernels.\n",
+                 std::filesystem::path(model_dir).filename().c_str(), f.parameter_size.c_str(),
+                 chat_template_kind_name((*model)->chat_template()), f.vision ? "" : ", text only",
+                 f.quantization_level.c_str(), static_cast<long long>(opts.context), threads, threads == 1 ? "" : "s", kernels().name);
+    std::fputs("Type a message (\"\"\" for several lines); /help for commands.\n", stderr);
+  }
+  LineEditor editor(interactive, interactive ? chat_history_path() : "");
 
   ImageCache image_cache(size_t{256} << 20);
   PrefixCache prefix_cache(size_t{512} << 20);
@@ -122,20 +137,17 @@ int cmd_chat(const Args& args) {
 
   std::string line;
   for (;;) {
-    if (interactive) {
-      std::fputs(pending.empty() && pending_videos.empty() ? ">>> " : ">>> (attached) ", stdout);
-      std::fflush(stdout);
-    }
     g_interrupted.store(false);
-    if (!std::getline(std::cin, line)) {
-      if (g_interrupted.load()) {  // Ctrl-C at the prompt: a fresh prompt (end of input is Ctrl-D)
-        std::cin.clear();
-        clearerr(stdin);
-        std::fputs("\n(Ctrl-C stops an answer; /bye or Ctrl-D quits)\n", stderr);
-        continue;
-      }
-      break;  // end of input
+    const std::string prompt = !interactive ? "" : pending.empty() && pending_videos.empty() ? ">>> " : ">>> (attached) ";
+    const LineEditor::Got got = editor.read(prompt, line);
+    if (got == LineEditor::Got::kInterrupted || (got == LineEditor::Got::kEnd && g_interrupted.load())) {
+      // Ctrl-C at the prompt: a fresh prompt (end of input is Ctrl-D)
+      std::cin.clear();
+      clearerr(stdin);
+      std::fputs("\n(Ctrl-C stops an answer; /bye or Ctrl-D quits)\n", stderr);
+      continue;
     }
+    if (got == LineEditor::Got::kEnd) break;  // end of input
     const std::string text = trim(line);
     if (text.empty()) continue;
     if (text == "/bye" || text == "/exit" || text == "/quit") break;
@@ -200,11 +212,13 @@ int cmd_chat(const Args& args) {
     for (auto& v : pending_videos) videos.push_back(std::move(v));
     pending_videos.clear();
 
+    editor.hold_input();  // typed from now on: kept for the next prompt, not mixed into the answer
     Session session(**model, SessionCaches{&image_cache, &prefix_cache});
     GenerateCallbacks cb;
     cb.keep_going = [] { return !g_interrupted.load(); };
     Status s = session.start(pool, messages, images, videos, opts, cb);
     if (!s.ok()) {  // a prompt over the context, a bad image: this turn is taken back
+      editor.release_input();
       std::fprintf(stderr, "%s\n", s.message().c_str());
       messages.pop_back();
       images.resize(images.size() - attached);
@@ -222,6 +236,7 @@ int cmd_chat(const Args& args) {
     const GenerateResult& r = session.result();
     std::fputs("\n", stdout);
     std::fflush(stdout);
+    editor.release_input();
     if (r.finish == FinishReason::kCancelled) std::fputs("(stopped)\n", stderr);
     const GenerateTimings& t = r.timings;
     if (interactive)

@@ -142,3 +142,12 @@ def output_dir() -> pathlib.Path:
     path = pathlib.Path(os.environ.get("QVL_TEST_OUTPUT_DIR", ROOT / "build" / "python-tests"))
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> pathlib.Path:
+    """The tiny test model (generated weights, seed 1) as a model directory."""
+    out = tmp_path_factory.mktemp("tiny") / "model"
+    subprocess.run([str(_binary()), "make-test-model", "--preset", "tiny", "--seed", "1", "--out", str(out),
+                    "--model-files", str(_model_files())], check=True, stdout=subprocess.DEVNULL, timeout=scaled(120))
+    return out

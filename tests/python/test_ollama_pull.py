@@ -30,11 +30,8 @@ def fake_hub(root: pathlib.Path, *args: str):
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> pathlib.Path:
-    out = tmp_path_factory.mktemp("tiny") / "model"
-    subprocess.run([str(_binary()), "make-test-model", "--preset", "tiny", "--seed", "1", "--out", str(out),
-                    "--model-files", str(_model_files())], check=True, stdout=subprocess.DEVNULL, timeout=scaled(120))
-    return out
+def tiny(tiny_model) -> pathlib.Path:
+    return tiny_model
 
 
 def test_pull_streams_progress_into_the_hub_cache(tiny, tmp_path):
