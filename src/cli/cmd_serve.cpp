@@ -139,6 +139,12 @@ int cmd_serve(const std::vector<std::string>& args) {
                  "every connection comes from the proxy)")
       ->type_name("N")->check(integer_in(0, 100000))->default_str(std::to_string(o.max_connections_per_client));
   cli.add_option("--image-dir,--media-dir", o.image_dir, "allow requests to name local image and video files inside DIR")->type_name("DIR");
+  cli.add_option("--allow-media-urls", o.media_url_hosts,
+                 "fetch http(s) image and video URLs of these hosts ('*': any public host; a loopback or private "
+                 "address only when its host is named); off by default")
+      ->type_name("HOST[,HOST...]")->delimiter(',');
+  cli.add_option("--media-url-timeout", o.media_url_timeout_s, "time limit of one URL fetch, redirects included")
+      ->check(seconds_in(600))->default_str("20");
   cli.add_option("--max-body", o.max_body, "largest request body in bytes (after decompression)")->type_name("BYTES")
       ->check(integer_in(1024, 1ll << 34))->default_str(std::to_string(o.max_body));
   cli.add_option("--shutdown-grace", grace, "on SIGTERM/SIGINT, time given to running requests")->check(seconds_in(1e7))

@@ -263,8 +263,12 @@ Result<ImageRGB> load_request_image(std::string_view ref_in, const ImagePolicy& 
     return decode_bytes(bytes);
   }
   if (starts_with_ci(ref, "http://") || starts_with_ci(ref, "https://")) {
-    return Status::Error(where + ": image URLs are not fetched (got " + quote(ref) +
-                         "); send the image inline as a data: URI (data:image/jpeg;base64,...) or as base64");
+    if (!policy.urls || !policy.urls->enabled())
+      return Status::Error(where + ": image URLs are not fetched (got " + quote(ref) +
+                           "); send the image inline as a data: URI (data:image/jpeg;base64,...) or as base64 (a server "
+                           "started with --allow-media-urls HOST fetches URLs of HOST)");
+    QVL_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, policy.urls->fetch(ref, MediaFetcher::Kind::kImage, policy.max_file_bytes, where));
+    return decode_bytes(bytes);
   }
   std::string_view path = ref;
   bool is_path = false;
@@ -311,9 +315,13 @@ Result<std::vector<uint8_t>> load_request_video_bytes(std::string_view ref_in, c
   const std::string_view ref = trim(ref_in);
   if (ref.empty()) return Status::Error(where + ": empty video; expected a data: URI or base64 video data");
   if (starts_with_ci(ref, "data:")) return decode_data_uri(ref, where, "data:video/mp4;base64,<data>");
-  if (starts_with_ci(ref, "http://") || starts_with_ci(ref, "https://"))
-    return Status::Error(where + ": video URLs are not fetched (got " + quote(ref) +
-                         "); send the video inline as a data: URI (data:video/mp4;base64,...) or as base64");
+  if (starts_with_ci(ref, "http://") || starts_with_ci(ref, "https://")) {
+    if (!policy.urls || !policy.urls->enabled())
+      return Status::Error(where + ": video URLs are not fetched (got " + quote(ref) +
+                           "); send the video inline as a data: URI (data:video/mp4;base64,...) or as base64 (a server "
+                           "started with --allow-media-urls HOST fetches URLs of HOST)");
+    return policy.urls->fetch(ref, MediaFetcher::Kind::kVideo, policy.max_video_file_bytes, where);
+  }
   std::string_view path = ref;
   bool is_path = false;
   if (starts_with_ci(ref, "file://")) {

@@ -1,5 +1,6 @@
-// Images named in requests turned into pixels: data: URIs, bare base64, and local paths (only from inside
-// --image-dir, checked after resolving symlinks); http(s) URLs are refused, never fetched.
+// Images named in requests turned into pixels: data: URIs, bare base64, local paths (only from inside
+// --image-dir, checked after resolving symlinks), and http(s) URLs only where the operator allows them
+// (--allow-media-urls; server/media_fetch.h), refused otherwise.
 #pragma once
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "server/decode_memory.h"
+#include "server/media_fetch.h"
 #include "io/image.h"
 #include "io/video.h"
 #include "model/video_processor.h"
@@ -29,6 +31,7 @@ struct ImagePolicy {
     return l;
   }();
   ImageDecodeLimits limits;    // jpeg_reduce_factor 2: JPEGs far over the model's size decode at 1/2..1/8
+  MediaFetcher* urls = nullptr;  // fetches allowed http(s) URLs; null or not enabled: URLs refused
 };
 
 // What one request's images may cost, checked from each image's header before it is decoded: each image is
@@ -104,7 +107,7 @@ struct VideoRef {
 };
 
 // The bytes of one video reference: "data:video/mp4;base64,...", bare base64, "file:///..." or a local path
-// inside policy.image_dir (--media-dir); http(s) URLs are refused, never fetched. Not decoded here.
+// inside policy.image_dir (--media-dir), or an allowed http(s) URL (policy.urls). Not decoded here.
 Result<std::vector<uint8_t>> load_request_video_bytes(std::string_view ref, const ImagePolicy& policy,
                                                       const std::string& where);
 

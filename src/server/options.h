@@ -50,6 +50,10 @@ struct ServerOptions {
   // an attacker controls cannot be rebound to this server (DNS rebinding).
   std::vector<std::string> allowed_hosts;
   std::string image_dir;             // local image paths may be read only from inside it; empty: refused
+  // http(s) image and video URLs are fetched from these hosts ("*": any public host; an internal address only
+  // when its host is named); empty: URLs refused. Each fetch within media_url_timeout_s.
+  std::vector<std::string> media_url_hosts;
+  double media_url_timeout_s = 20;
   size_t max_body = 20u << 20;       // request bodies over this are refused with 413
   int http_threads = 0;              // workers running API requests; 0: parallel + queue + 8 (at least 16)
   int max_connections = 256;         // connections open at once; more are answered 503 and closed (the probes

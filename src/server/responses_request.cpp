@@ -10,7 +10,7 @@ namespace qvl::server {
 
 namespace {
 
-std::string type_of(const json& obj) {
+std::string item_type(const json& obj) {
   auto it = obj.find("type");
   return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
 }
@@ -32,7 +32,7 @@ Result<json> content_parts(const json& content, const std::string& where) {
     const json& part = content[j];
     const std::string w = where + "[" + std::to_string(j) + "]";
     if (!part.is_object()) return Status::Error(w + ": expected a content part object, got " + std::string(part.type_name()));
-    const std::string type = type_of(part);
+    const std::string type = item_type(part);
     if (type == "input_text" || type == "output_text" || type == "text") {
       QVL_ASSIGN_OR_RETURN(std::string text, required_string(part, "text", w));
       parts.push_back(json{{"type", "text"}, {"text", std::move(text)}});
@@ -81,7 +81,7 @@ Status input_messages(const json& input, json& messages, std::vector<std::string
     const json& item = input[i];
     const std::string w = "input[" + std::to_string(i) + "]";
     if (!item.is_object()) return Status::Error(w + ": expected an input item object, got " + std::string(item.type_name()));
-    const std::string type = type_of(item);
+    const std::string type = item_type(item);
     if (type.empty() || type == "message") {
       QVL_ASSIGN_OR_RETURN(std::string role, required_string(item, "role", w));
       if (role != "user" && role != "system" && role != "developer" && role != "assistant")
@@ -133,8 +133,8 @@ Result<json> chat_tools(const json& tools) {
     const json& t = tools[i];
     const std::string w = "tools[" + std::to_string(i) + "]";
     if (!t.is_object()) return Status::Error(w + ": expected a tool object");
-    if (type_of(t) != "function")
-      return Status::Error(w + ".type: '" + type_of(t) + "' is not supported; only function tools ({\"type\": \"function\", "
+    if (item_type(t) != "function")
+      return Status::Error(w + ".type: '" + item_type(t) + "' is not supported; only function tools ({\"type\": \"function\", "
                                "\"name\", \"parameters\"}) run here");
     QVL_ASSIGN_OR_RETURN(std::string name, required_string(t, "name", w));
     if (name.empty()) return Status::Error(w + ".name: empty; give the function's name");
@@ -263,7 +263,7 @@ Result<ResponsesRequest> parse_responses(const json& body, const json& history, 
     QVL_ASSIGN_OR_RETURN(chat["tools"], chat_tools(*t));
   }
   if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
-    if (tc->is_object() && type_of(*tc) == "function") {
+    if (tc->is_object() && item_type(*tc) == "function") {
       QVL_ASSIGN_OR_RETURN(std::string name, required_string(*tc, "name", "tool_choice"));
       chat["tool_choice"] = json{{"type", "function"}, {"function", json{{"name", name}}}};
     } else if (tc->is_string()) {
@@ -277,7 +277,7 @@ Result<ResponsesRequest> parse_responses(const json& body, const json& history, 
     if (!t->is_object()) return Status::Error("text: expected an object such as {\"format\": {\"type\": \"json_object\"}}");
     if (auto f = t->find("format"); f != t->end() && !f->is_null()) {
       if (!f->is_object()) return Status::Error("text.format: expected an object such as {\"type\": \"json_object\"}");
-      const std::string type = type_of(*f);
+      const std::string type = item_type(*f);
       if (type == "json_schema") {
         QVL_ASSIGN_OR_RETURN(std::string name, required_string(*f, "name", "text.format"));
         if (!f->contains("schema")) return Status::Error("text.format.schema: missing; give the JSON schema the answer must follow");

@@ -225,6 +225,7 @@ struct Server::Impl {
   ApiContext ctx;
   DecodeMemory decode_memory;
   ResponseStore responses;
+  std::unique_ptr<MediaFetcher> media;  // --allow-media-urls (null: URLs refused)
   http::Router router;
   std::unique_ptr<http::HttpServer> http;
   int port = -1;
@@ -450,6 +451,13 @@ Status Server::start() {
   auto policy = make_image_policy(o.image_dir, o.max_body * 2);
   if (!policy.ok()) return policy.status();
   s.ctx.images = *policy;
+  if (!o.media_url_hosts.empty()) {
+    MediaUrlOptions mo;
+    mo.allowed_hosts = o.media_url_hosts;
+    mo.timeout_s = o.media_url_timeout_s;
+    s.media = std::make_unique<MediaFetcher>(mo);
+    s.ctx.images.urls = s.media.get();
+  }
   s.ctx.started_unix = static_cast<int64_t>(std::time(nullptr));
 
   std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must fail a write, not kill the process
