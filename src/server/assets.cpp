@@ -7,7 +7,7 @@ namespace qvl::server {
 
 namespace {
 
-// kEmbed_index_html, kEmbed_app_js, kEmbed_style_css: written by cmake/embed_files.cmake from src/server/ui/
+// kEmbed_index_html, kEmbed_app_js, ...: written by cmake/embed_files.cmake from src/server/ui/
 // (CMakeLists.txt regenerates it whenever one of those files changes).
 #include "server/ui_files.inc"
 
@@ -16,11 +16,15 @@ struct Entry {
   Asset asset;
 };
 
-constexpr std::array<Entry, 4> kAssets{{
+constexpr std::array<Entry, 8> kAssets{{
     {"/", {"text/html; charset=utf-8", kEmbed_index_html}},
     {"/index.html", {"text/html; charset=utf-8", kEmbed_index_html}},
     {"/app.js", {"text/javascript; charset=utf-8", kEmbed_app_js}},
+    {"/render.js", {"text/javascript; charset=utf-8", kEmbed_render_js}},
+    {"/conversations.js", {"text/javascript; charset=utf-8", kEmbed_conversations_js}},
     {"/style.css", {"text/css; charset=utf-8", kEmbed_style_css}},
+    {"/favicon.svg", {"image/svg+xml", kEmbed_favicon_svg}},
+    {"/favicon.ico", {"image/svg+xml", kEmbed_favicon_svg}},  // browsers ask for it by this name
 }};
 
 }  // namespace

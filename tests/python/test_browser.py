@@ -55,9 +55,22 @@ def wait(d, what, timeout=30, message=""):
     return WebDriverWait(d, scaled(timeout), poll_frequency=0.05).until(lambda _: what(), message)
 
 
-def open_page(d, url):
+def open_page(d, url, keep_conversations=False):
+    """Opens the page and waits for the model; without keep_conversations, the conversations an earlier test
+    left in this browser are deleted first (the page shows the latest one again on load)."""
     d.get(url)
+    if not keep_conversations:
+        d.set_script_timeout(scaled(30))
+        left = d.execute_async_script("""
+          const done = arguments[arguments.length - 1];
+          qvl.conversationsLoaded.then(async () => {
+            for (const c of qvl.Conversations.list()) await qvl.Conversations.remove(c.id);
+            done(qvl.Conversations.list().length);
+          });""")
+        assert left == 0
+        d.get(url)
     wait(d, lambda: "ready" in d.find_element(By.ID, "status").get_attribute("class"), message="status never ready")
+    wait(d, lambda: d.execute_script("return qvl.state !== undefined"))
     wait(d, lambda: d.find_element(By.ID, "send").is_enabled(), message="Send never enabled")
 
 
@@ -393,9 +406,10 @@ def test_error_messages_for_missing_key_bad_image_and_busy(driver):
         assert driver.find_element(By.ID, "prompt").get_attribute("value") == "Hello?"
         assert driver.execute_script("return qvl.state.history.length") == 0
 
-        # With the key (Settings), a file the browser cannot decode goes to the server, which refuses it: 400.
+        # With the key (Settings), a file the browser cannot decode but the server might (a TIFF's signature) goes
+        # to the server, which refuses it: 400.
         set_value(driver, "api-key", "page-key")
-        driver.execute_script("const dt = new DataTransfer(); dt.items.add(new File(['not an image'], 'fake.png', {type: 'image/png'}));"
+        driver.execute_script("const dt = new DataTransfer(); dt.items.add(new File(['II*\\u0000 not an image'], 'fake.tif', {type: 'image/tiff'}));"
                               "document.body.dispatchEvent(new DragEvent('drop', {dataTransfer: dt, bubbles: true, cancelable: true}));")
         wait(driver, lambda: attachment_count(driver) == 1)
         wait(driver, lambda: driver.execute_script("return qvl.state.attachments[0].undecodable === true"))

@@ -1,170 +1,7 @@
-// The chat page's logic: server status, attachments, the streamed OpenAI chat request, and a small
-// Markdown renderer that escapes all HTML before it adds any formatting of its own.
+// The chat page's logic: server status, attachments, the streamed OpenAI chat request, the conversation's
+// turns (kept by conversations.js: switch, regenerate, edit and resend, copy), and a small Markdown renderer
+// that escapes all HTML before it adds any formatting of its own.
 'use strict';
-
-// ---------------------------------------------------------------------------------------------------
-// Markdown: escape first, then format. Every tag in the output is one this code writes; the only text
-// from the model inside an attribute is a link's URL (already escaped, http(s)/mailto only) and a code
-// block's language (letters, digits, + # . - only).
-
-function escapeHtml(text) {
-  return String(text).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
-}
-
-// Inline spans of one escaped paragraph: `code`, [links](https://...), **bold**, *italic*, ~~strike~~.
-function renderInline(text) {
-  const stash = [];  // code spans and link tags, kept away from the other rules
-  const keep = (html) => '\u0000' + (stash.push(html) - 1) + '\u0000';
-  text = text.replace(/(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)/g, (m, ticks, code) => keep('<code>' + code.trim() + '</code>'));
-  text = text.replace(/\[([^\]\n]+)\]\(\s*((?:https?:\/\/|mailto:)[^\s()]+)\s*\)/gi,
-    (m, label, url) => keep('<a href="' + url + '" target="_blank" rel="noopener noreferrer">') + label + keep('</a>'));
-  text = text.replace(/(^|[^\w&])(https?:\/\/[^\s<]*[^\s<.,;:!?)\]'"*_~&])/g,
-    (m, before, url) => before + keep('<a href="' + url + '" target="_blank" rel="noopener noreferrer">' + url + '</a>'));
-  text = text.replace(/\*\*(?=\S)([\s\S]*?\S)\*\*/g, '<strong>$1</strong>');
-  text = text.replace(/(^|[^\w])__(?=\S)([\s\S]*?\S)__(?!\w)/g, '$1<strong>$2</strong>');
-  text = text.replace(/(^|[^*\w])\*(?=[^\s*])([^*\n]*?[^\s*])\*(?![*\w])/g, '$1<em>$2</em>');
-  text = text.replace(/(^|[^\w])_(?=[^\s_])([^_\n]*?[^\s_])_(?!\w)/g, '$1<em>$2</em>');
-  text = text.replace(/~~(?=\S)([\s\S]*?\S)~~/g, '<del>$1</del>');
-  return text.replace(/\u0000(\d+)\u0000/g, (m, i) => stash[Number(i)]);
-}
-
-const FENCE_RE = /^ {0,3}(`{3,}|~{3,})\s*([\w+#.-]*)/;
-const HEADING_RE = /^ {0,3}(#{1,6})\s+(.*?)(?:\s+#+)?\s*$/;
-const RULE_RE = /^ {0,3}([-*_])(?:\s*\1){2,}\s*$/;
-const QUOTE_RE = /^ {0,3}&gt; ?/;
-const LIST_RE = /^(\s*)([-*+]|\d{1,9}[.)])\s+(.*)$/;
-const TABLE_SEP_RE = /^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/;
-
-function isBlank(line) { return /^\s*$/.test(line); }
-
-function startsTable(lines, i) {
-  return i + 1 < lines.length && lines[i].includes('|') && TABLE_SEP_RE.test(lines[i + 1]) &&
-    (lines[i + 1].includes('|') || lines[i].trim().startsWith('|'));
-}
-
-function startsBlock(lines, i) {
-  const line = lines[i];
-  return FENCE_RE.test(line) || HEADING_RE.test(line) || RULE_RE.test(line) || QUOTE_RE.test(line) ||
-    LIST_RE.test(line) || startsTable(lines, i);
-}
-
-function splitRow(line) {
-  let s = line.trim();
-  if (s.startsWith('|')) s = s.slice(1);
-  if (s.endsWith('|') && !s.endsWith('\\|')) s = s.slice(0, -1);
-  return s.split(/(?<!\\)\|/).map((c) => c.trim().replace(/\\\|/g, '|'));
-}
-
-function renderTable(lines, i, out) {
-  const head = splitRow(lines[i]);
-  const align = splitRow(lines[i + 1]).map((c) => {
-    const left = c.startsWith(':'), right = c.endsWith(':');
-    return left && right ? ' class="al-c"' : right ? ' class="al-r"' : '';
-  });
-  const cell = (tag, text, k) => '<' + tag + (align[k] || '') + '>' + renderInline(text) + '</' + tag + '>';
-  let html = '<div class="table-wrap"><table><thead><tr>' + head.map((c, k) => cell('th', c, k)).join('') + '</tr></thead><tbody>';
-  i += 2;
-  while (i < lines.length && !isBlank(lines[i]) && lines[i].includes('|')) {
-    const row = splitRow(lines[i]);
-    html += '<tr>' + head.map((_, k) => cell('td', row[k] || '', k)).join('') + '</tr>';
-    i++;
-  }
-  out.push(html + '</tbody></table></div>');
-  return i;
-}
-
-function indentOf(line) { return line.match(/^\s*/)[0].replace(/\t/g, '    ').length; }
-
-function renderList(lines, i, out) {
-  const first = lines[i].match(LIST_RE);
-  const ordered = /\d/.test(first[2]);
-  const base = indentOf(lines[i]);
-  const items = [];
-  while (i < lines.length) {
-    const line = lines[i];
-    const m = line.match(LIST_RE);
-    const indent = indentOf(line);
-    if (m && indent <= base + 1 && /\d/.test(m[2]) === ordered) {
-      items.push([m[3]]);
-      i++;
-    } else if (isBlank(line)) {
-      // A blank line inside a list: the list goes on if the next line is indented or another item.
-      let j = i + 1;
-      while (j < lines.length && isBlank(lines[j])) j++;
-      const next = j < lines.length ? lines[j].match(LIST_RE) : null;
-      const goesOn = j < lines.length && (indentOf(lines[j]) > base + 1 || (next && /\d/.test(next[2]) === ordered));
-      if (!goesOn) break;
-      items[items.length - 1].push('');
-      i++;
-    } else if (indent > base + 1 || (indent > base && !startsBlock(lines, i))) {
-      items[items.length - 1].push(line.slice(Math.min(indent, base + 2)));  // nested or continued
-      i++;
-    } else {
-      break;  // not indented under the list, or the other kind of list
-    }
-  }
-  const start = ordered ? parseInt(first[2], 10) : 1;
-  let html = ordered ? (start !== 1 ? '<ol start="' + start + '">' : '<ol>') : '<ul>';
-  for (const item of items) {
-    // The item's first paragraph inline; anything after it (nested lists, code) as blocks.
-    let k = 1;
-    while (k < item.length && !isBlank(item[k]) && !startsBlock(item, k)) k++;
-    html += '<li>' + renderInline(item.slice(0, k).join('\n')).replace(/\n/g, '<br>');
-    if (k < item.length) html += renderBlocks(item.slice(k));
-    html += '</li>';
-  }
-  out.push(html + (ordered ? '</ol>' : '</ul>'));
-  return i;
-}
-
-// Block structure of escaped lines: fenced code, headings, rules, quotes, lists, tables, paragraphs.
-function renderBlocks(lines) {
-  const out = [];
-  let i = 0;
-  while (i < lines.length) {
-    const line = lines[i];
-    let m;
-    if ((m = line.match(FENCE_RE))) {
-      const fence = m[1];
-      const close = new RegExp('^ {0,3}' + fence[0] + '{' + fence.length + ',}\\s*$');
-      const body = [];
-      for (i++; i < lines.length && !close.test(lines[i]); i++) body.push(lines[i]);
-      i++;  // the closing fence; while an answer streams in, the block runs to the end
-      const lang = m[2] ? '<span class="lang">' + m[2] + '</span>' : '';
-      out.push('<div class="code">' + lang + '<button type="button" class="copy">Copy</button><pre><code>' +
-        body.join('\n') + '</code></pre></div>');
-    } else if (isBlank(line)) {
-      i++;
-    } else if ((m = line.match(HEADING_RE))) {
-      const n = m[1].length;
-      out.push('<h' + n + '>' + renderInline(m[2]) + '</h' + n + '>');
-      i++;
-    } else if (RULE_RE.test(line)) {
-      out.push('<hr>');
-      i++;
-    } else if (QUOTE_RE.test(line)) {
-      const body = [];
-      for (; i < lines.length && !isBlank(lines[i]) && (QUOTE_RE.test(lines[i]) || !startsBlock(lines, i)); i++) {
-        body.push(lines[i].replace(QUOTE_RE, ''));
-      }
-      out.push('<blockquote>' + renderBlocks(body) + '</blockquote>');
-    } else if (startsTable(lines, i)) {
-      i = renderTable(lines, i, out);
-    } else if (LIST_RE.test(line)) {
-      i = renderList(lines, i, out);
-    } else {
-      const para = [line];
-      for (i++; i < lines.length && !isBlank(lines[i]) && !startsBlock(lines, i); i++) para.push(lines[i]);
-      out.push('<p>' + renderInline(para.join('\n')).replace(/\n/g, '<br>') + '</p>');
-    }
-  }
-  return out.join('');
-}
-
-function renderMarkdown(source) {
-  const text = String(source).replace(/\r\n?/g, '\n').replace(/\u0000/g, '');
-  return renderBlocks(escapeHtml(text).split('\n'));
-}
 
 // ---------------------------------------------------------------------------------------------------
 // Page state and elements.
@@ -175,7 +12,8 @@ const el = {
   prompt: $('prompt'), send: $('send'), stop: $('stop'), fileInput: $('file-input'), attachments: $('attachments'),
   newChat: $('new-chat'), settings: $('settings'), settingsToggle: $('settings-toggle'), temperature: $('temperature'),
   temperatureValue: $('temperature-value'), maxTokens: $('max-tokens'), resolution: $('resolution'), apiKey: $('api-key'),
-  dropOverlay: $('drop-overlay'),
+  dropOverlay: $('drop-overlay'), chats: $('chats'), chatsToggle: $('chats-toggle'), chatList: $('chat-list'),
+  system: $('system'), topP: $('top-p'), topK: $('top-k'), seed: $('seed'),
 };
 
 const state = {
@@ -183,13 +21,36 @@ const state = {
   serverMessage: '',
   model: '',
   chat: 0,                // which conversation: New chat counts up, so a late answer cannot join the next one
-  history: [],            // OpenAI messages of the conversation so far
+  conversation: Conversations.create(),  // the one shown: {id, title, turns: [{user, assistant}]}
+  bubbles: [],            // [{user, assistant}] on screen, one per turn (the answer being written is not yet one)
   attachments: [],        // {file, thumb (object URL), name, width, height}
   controller: null,       // AbortController of the request in flight
   notice: '', noticeTimer: 0,
   objectUrls: [],         // thumbnails shown in the conversation, released on New chat
   lastImage: null,        // the data URL of the latest image sent: the one boxes in answers refer to
 };
+// The conversation so far as OpenAI messages (what the next request carries before its own message).
+Object.defineProperty(state, 'history', { get: () => historyOf(state.conversation) });
+
+function userMessageOf(user) {
+  if (!user.parts.length) return { role: 'user', content: user.text };
+  const content = user.parts.map((p) => p.kind === 'video'
+    ? { type: 'video_url', video_url: { url: p.url } }
+    : { type: 'image_url', image_url: { url: p.url } });
+  if (user.text) content.push({ type: 'text', text: user.text });
+  return { role: 'user', content };
+}
+
+function historyOf(conversation) {
+  const out = [];
+  for (const t of conversation.turns) {
+    out.push(userMessageOf(t.user));
+    const said = { role: 'assistant', content: t.assistant.text };
+    if (t.assistant.reasoning) said.reasoning_content = t.assistant.reasoning;
+    out.push(said);
+  }
+  return out;
+}
 
 // ---------------------------------------------------------------------------------------------------
 // Settings, kept in localStorage (the API key only for this tab, in sessionStorage).
@@ -204,6 +65,10 @@ function loadSettings() {
     if (typeof s.resolution === 'string' && [...el.resolution.options].some((o) => o.value === s.resolution)) {
       el.resolution.value = s.resolution;
     }
+    if (typeof s.system === 'string') el.system.value = s.system;
+    for (const [key, input] of [['topP', el.topP], ['topK', el.topK], ['seed', el.seed]]) {
+      if (typeof s[key] === 'string') input.value = s[key];
+    }
     el.apiKey.value = sessionStorage.getItem('qvl.apiKey') || '';
   } catch (e) { /* storage unavailable: defaults */ }
   el.temperatureValue.textContent = Number(el.temperature.value).toFixed(2);
@@ -214,6 +79,7 @@ function saveSettings() {
   try {
     localStorage.setItem(SETTINGS_KEY, JSON.stringify({
       temperature: Number(el.temperature.value), maxTokens: Number(el.maxTokens.value), resolution: el.resolution.value,
+      system: el.system.value, topP: el.topP.value, topK: el.topK.value, seed: el.seed.value,
     }));
     sessionStorage.setItem('qvl.apiKey', el.apiKey.value);
   } catch (e) { /* storage unavailable */ }
@@ -225,6 +91,17 @@ function maxTokens() {
 }
 
 function maxPixels() { return Number(el.resolution.value) || 0; }
+
+// The optional sampling settings that are set (empty: the server's defaults).
+function samplingFields() {
+  const out = {};
+  const num = (input) => (input.value.trim() === '' ? null : Number(input.value));
+  const topP = num(el.topP), topK = num(el.topK), seed = num(el.seed);
+  if (topP !== null && topP > 0 && topP <= 1) out.top_p = topP;
+  if (topK !== null && Number.isInteger(topK) && topK >= 0) out.top_k = topK;
+  if (seed !== null && Number.isInteger(seed)) out.seed = seed;
+  return out;
+}
 
 function headers() {
   const h = { 'Content-Type': 'application/json' };
@@ -315,21 +192,73 @@ function isVideo(file) {
   return (file.type || '').startsWith('video/') || VIDEO_NAME_RE.test(file.name || '');
 }
 
-function addFiles(files) {
+// What the first bytes say a file is: an image format the browser shows, one only the server reads (TIFF,
+// PBM/PGM/PPM), a video container, or nothing qvl takes.
+function sniff(b) {
+  const at = (i, ...xs) => xs.every((x, k) => b[i + k] === x);
+  const text = (i, t) => [...t].every((c, k) => b[i + k] === c.charCodeAt(0));
+  if (at(0, 0xff, 0xd8, 0xff) || at(0, 0x89, 0x50, 0x4e, 0x47) || text(0, 'GIF8') || (text(0, 'RIFF') && text(8, 'WEBP')) ||
+      text(0, 'BM') || at(0, 0, 0, 1, 0)) return 'image';
+  if (text(0, 'II*\u0000') || text(0, 'MM\u0000*') || (b[0] === 0x50 && b[1] >= 0x31 && b[1] <= 0x36)) return 'server-image';
+  if (text(4, 'ftyp') || at(0, 0x1a, 0x45, 0xdf, 0xa3) || (text(0, 'RIFF') && text(8, 'AVI ')) || text(0, 'OggS') ||
+      (b[0] === 0x47 && b.length > 188 && b[188] === 0x47)) return 'video';
+  return null;
+}
+
+const MAX_IMAGE_FILE = 64 << 20;  // read and scaled down here before it is sent
+const MAX_VIDEO_FILE = 14 << 20;  // sent as it is, base64 in JSON, within the server's default --max-body (20 MB)
+
+// Checks a file before it is shown: what its bytes are, its size, and for a picture that the browser can
+// decode it; a refusal is a notice and nothing attached.
+async function checkFile(file) {
+  const name = file.name || 'That file';
+  let head;
+  try { head = new Uint8Array(await file.slice(0, 200).arrayBuffer()); } catch (e) { return { error: name + ' cannot be read.' }; }
+  const kind = sniff(head);
+  if (!kind) {
+    return { error: name + ' is not an image or a video (its bytes are neither); attach JPEG, PNG, WebP, GIF or BMP ' +
+                    'pictures, or MP4, WebM, MKV or MOV clips.' };
+  }
+  const mb = (n) => (n / 1048576).toFixed(n < 10485760 ? 1 : 0) + ' MB';
+  if (kind === 'video' && file.size > MAX_VIDEO_FILE) {
+    return { error: name + ' is ' + mb(file.size) + '; clips up to ' + mb(MAX_VIDEO_FILE) + ' can be sent (cut it shorter or smaller).' };
+  }
+  if (kind !== 'video' && file.size > MAX_IMAGE_FILE) {
+    return { error: name + ' is ' + mb(file.size) + '; pictures up to ' + mb(MAX_IMAGE_FILE) + ' can be attached.' };
+  }
+  return { kind };
+}
+
+async function addFiles(files) {
   for (const file of files) {
-    const video = isVideo(file);
-    if (!video && !(file.type || '').startsWith('image/') && !IMAGE_NAME_RE.test(file.name || '')) {
-      notice((file.name || 'That file') + ' is not an image or a video; attach JPEG, PNG, WebP, GIF or BMP ' +
-             'pictures, or MP4, WebM, MKV or MOV clips.');
+    const check = await checkFile(file);
+    if (check.error) {
+      notice(check.error);
       continue;
     }
+    const video = check.kind === 'video';
     const att = { file, kind: video ? 'video' : 'image', name: file.name || (video ? 'video' : 'pasted image'),
                   thumb: URL.createObjectURL(file), poster: null, width: 0, height: 0, duration: 0 };
+    if (video) {
+      // The server decodes the clip itself; one the browser cannot play still goes up, without a poster.
+      state.attachments.push(att);
+      posterFrame(att.thumb).then((p) => Object.assign(att, p)).catch(() => { att.undecodable = true; })
+        .then(renderAttachments);
+      continue;
+    }
+    try {
+      const img = await loadImage(att.thumb);
+      att.width = img.naturalWidth;
+      att.height = img.naturalHeight;
+    } catch (e) {
+      if (check.kind === 'image') {  // a format the browser reads, yet it cannot: damaged
+        URL.revokeObjectURL(att.thumb);
+        notice(att.name + ' cannot be read as a picture (damaged or cut short?); it was not attached.');
+        continue;
+      }
+      att.undecodable = true;  // TIFF, PPM: the server reads them, the browser does not
+    }
     state.attachments.push(att);
-    const ready = video
-      ? posterFrame(att.thumb).then((p) => Object.assign(att, p))
-      : loadImage(att.thumb).then((img) => { att.width = img.naturalWidth; att.height = img.naturalHeight; });
-    ready.then(renderAttachments).catch(() => { att.undecodable = true; renderAttachments(); });
   }
   renderAttachments();
 }
@@ -594,98 +523,24 @@ async function readEvents(res, onEvent) {
   }
 }
 
-// Qwen3-VL's grounding: JSON in the answer (often in a ```json block) with "bbox_2d": [x1, y1, x2, y2] or
-// "point_2d": [x, y], in the model's 0-1000 coordinates of the image, and usually a "label".
-function parseGrounding(text) {
-  const candidates = [];
-  for (const m of text.matchAll(/```(?:json)?\s*\n([\s\S]*?)(?:```|$)/g)) candidates.push(m[1]);
-  const first = text.search(/[[{]/), last = Math.max(text.lastIndexOf(']'), text.lastIndexOf('}'));
-  if (first >= 0 && last > first) candidates.push(text.slice(first, last + 1));
-  const items = [];
-  const num = (v) => typeof v === 'number' && Number.isFinite(v);
-  const clamp = (v) => Math.min(1000, Math.max(0, v));
-  const visit = (v, depth) => {
-    if (depth > 8 || v === null || typeof v !== 'object') return;
-    if (Array.isArray(v)) { for (const x of v) visit(x, depth + 1); return; }
-    const label = typeof v.label === 'string' ? v.label : '';
-    const b = v.bbox_2d, p = v.point_2d;
-    if (Array.isArray(b) && b.length === 4 && b.every(num)) {
-      items.push({ kind: 'box', x1: clamp(Math.min(b[0], b[2])), y1: clamp(Math.min(b[1], b[3])),
-                   x2: clamp(Math.max(b[0], b[2])), y2: clamp(Math.max(b[1], b[3])), label });
-    } else if (Array.isArray(p) && p.length === 2 && p.every(num)) {
-      items.push({ kind: 'point', x: clamp(p[0]), y: clamp(p[1]), label });
-    } else {
-      for (const x of Object.values(v)) visit(x, depth + 1);
-    }
-  };
-  for (const c of candidates) {
-    let parsed;
-    try { parsed = JSON.parse(c); } catch (e) { continue; }
-    visit(parsed, 0);
-    if (items.length) break;
+// Sends the composer's message, or `preset` ({text, parts}: a turn sent again, its pictures already encoded:
+// regenerate, edit and resend), after the conversation's turns.
+async function send(preset) {
+  const text = preset ? preset.text : el.prompt.value.trim();
+  if (state.controller || state.server !== 'ready') return;
+  if (!preset && !text && state.attachments.length === 0) return;
+  const attachments = preset
+    ? preset.parts.map((p) => ({ kind: p.kind, thumb: p.url, poster: p.poster || null, name: p.name, sent: p.url }))
+    : state.attachments;
+  if (!preset) {
+    state.attachments = [];
+    renderAttachments();
+    el.prompt.value = '';
+    autoGrow();
   }
-  return items.slice(0, 200);
-}
-
-const MARK_COLOURS = ['#e6194b', '#3cb44b', '#4363d8', '#f58231', '#911eb4', '#42d4f4', '#f032e6', '#9a6324'];
-
-// Draws the boxes and points over the image they refer to, below the answer, with a button to hide them.
-function renderGrounding(msg, items, imageUrl) {
-  const fig = document.createElement('figure');
-  fig.className = 'grounding';
-  const frame = document.createElement('div');
-  frame.className = 'frame';
-  const img = document.createElement('img');
-  img.src = imageUrl;
-  img.alt = 'The image the answer refers to, with its boxes';
-  frame.append(img);
-  items.forEach((it, i) => {
-    const mark = document.createElement('div');
-    mark.className = it.kind === 'box' ? 'mark box' : 'mark point';
-    const colour = MARK_COLOURS[i % MARK_COLOURS.length];
-    if (it.kind === 'box') {
-      Object.assign(mark.style, { left: it.x1 / 10 + '%', top: it.y1 / 10 + '%', width: (it.x2 - it.x1) / 10 + '%',
-                                  height: (it.y2 - it.y1) / 10 + '%', borderColor: colour });
-    } else {
-      Object.assign(mark.style, { left: it.x / 10 + '%', top: it.y / 10 + '%', background: colour });
-    }
-    if (it.label) {
-      const label = document.createElement('span');
-      label.className = 'label';
-      label.textContent = it.label;  // the model's text, never markup
-      label.style.background = colour;
-      mark.append(label);
-    }
-    frame.append(mark);
-  });
-  const toggle = document.createElement('button');
-  toggle.type = 'button';
-  toggle.className = 'toggle-marks';
-  toggle.textContent = 'Hide boxes';
-  toggle.setAttribute('aria-pressed', 'true');
-  toggle.addEventListener('click', () => {
-    const hidden = fig.classList.toggle('marks-hidden');
-    toggle.textContent = hidden ? 'Show boxes' : 'Hide boxes';
-    toggle.setAttribute('aria-pressed', hidden ? 'false' : 'true');
-  });
-  const caption = document.createElement('figcaption');
-  caption.append(toggle);
-  fig.append(frame, caption);
-  const stats = msg.querySelector('.stats');
-  msg.insertBefore(fig, stats);
-  return fig;
-}
-
-async function send() {
-  const text = el.prompt.value.trim();
-  if ((!text && state.attachments.length === 0) || state.controller || state.server !== 'ready') return;
-  const attachments = state.attachments;
-  state.attachments = [];
-  renderAttachments();
-  el.prompt.value = '';
-  autoGrow();
 
   const chat = state.chat;
+  const conversation = state.conversation;
   const userBubble = addUserBubble(text, attachments);
   const bubble = addAssistantBubble();
   const controller = new AbortController();
@@ -700,24 +555,22 @@ async function send() {
     bubble.content.innerHTML = renderMarkdown(r.answer);
     if (stick) scrollToEnd();
   };
-  const userMessage = { role: 'user', content: text };
+  const user = { text, parts: [] };
   try {
-    const uploads = await Promise.all(attachments.map((a) => encodeForUpload(a, maxPixels())));
-    if (uploads.length) {
-      const pictures = uploads.filter((url, k) => attachments[k].kind !== 'video');
-      if (pictures.length) state.lastImage = pictures[pictures.length - 1];  // what boxes in later answers refer to
-      userMessage.content = uploads.map((url, k) => attachments[k].kind === 'video'
-        ? { type: 'video_url', video_url: { url } }
-        : { type: 'image_url', image_url: { url } });
-      if (text) userMessage.content.push({ type: 'text', text });
-    }
+    const uploads = await Promise.all(attachments.map((a) => a.sent || encodeForUpload(a, maxPixels())));
+    user.parts = uploads.map((url, k) => ({ kind: attachments[k].kind, url, name: attachments[k].name,
+                                            poster: attachments[k].poster || null }));
+    const pictures = user.parts.filter((p) => p.kind !== 'video');
+    if (pictures.length) state.lastImage = pictures[pictures.length - 1].url;  // what boxes in later answers refer to
+    const system = el.system.value.trim();
     const body = {
       model: state.model || 'qwen3-vl',
-      messages: [...state.history, userMessage],
+      messages: [...(system ? [{ role: 'system', content: system }] : []), ...historyOf(conversation), userMessageOf(user)],
       stream: true,
       stream_options: { include_usage: true },
       temperature: Number(el.temperature.value),
       max_tokens: maxTokens(),
+      ...samplingFields(),
     };
     const res = await fetch('/v1/chat/completions', { method: 'POST', headers: headers(), body: JSON.stringify(body), signal: controller.signal });
     if (!res.ok) throw await httpError(res);
@@ -763,13 +616,21 @@ async function send() {
   state.controller = null;
   updateButtons();
   scheduleHealth(200);  // the status line: busy or ready again
-  if (chat !== state.chat) return;  // New chat was pressed meanwhile: this answer belongs to nothing now
+  const s = statsText(r);
+  if (chat !== state.chat) {  // another conversation is shown now: the answer is kept in its own
+    if (r.answer || r.reasoning) {
+      conversation.turns.push({ user, assistant: { text: r.answer, reasoning: r.reasoning, stats: s.text } });
+      Conversations.save(conversation).then(renderChatList);
+    }
+    return;
+  }
 
   if (r.answer || r.reasoning) {
-    // The answer so far (whole, stopped or cut by an error) is part of the conversation.
-    const said = { role: 'assistant', content: r.answer };
-    if (r.reasoning) said.reasoning_content = r.reasoning;
-    state.history.push(userMessage, said);
+    // The answer so far (whole, stopped or cut by an error) is part of the conversation, kept in this browser.
+    conversation.turns.push({ user, assistant: { text: r.answer, reasoning: r.reasoning, stats: s.text } });
+    state.bubbles.push({ user: userBubble, assistant: bubble.msg });
+    Conversations.save(conversation).then(renderChatList);
+    addActions();
     const marks = parseGrounding(r.answer);
     if (marks.length && state.lastImage) renderGrounding(bubble.msg, marks, state.lastImage);
   } else {
@@ -777,7 +638,7 @@ async function send() {
     userBubble.classList.add('dropped');
     userBubble.title = 'Not part of the conversation: no answer came back';
     if (!el.prompt.value) { el.prompt.value = text; autoGrow(); }
-    if (!state.attachments.length && attachments.length) {
+    if (!state.attachments.length && attachments.length && !preset) {
       state.attachments = attachments.map((a) => ({ ...a, thumb: URL.createObjectURL(a.file) }));
       renderAttachments();
     }
@@ -787,7 +648,6 @@ async function send() {
     bubble.error.textContent = describeError(failure);
     bubble.error.hidden = false;
   }
-  const s = statsText(r);
   if (started || r.stopped) {
     bubble.stats.textContent = s.text;
     if (s.ttft !== null) bubble.stats.dataset.ttftMs = Math.round(s.ttft);
@@ -801,16 +661,141 @@ function stop() {
   if (state.controller) state.controller.abort();
 }
 
-function newChat() {
+// Shows `conversation` (a new one when null): its turns drawn again, the list updated.
+function showConversation(conversation) {
   stop();
   state.chat++;
-  state.history = [];
+  state.conversation = conversation || Conversations.create();
+  state.bubbles = [];
   state.lastImage = null;
   for (const url of state.objectUrls) URL.revokeObjectURL(url);
   state.objectUrls = [];
   el.messages.replaceChildren(el.empty);
-  el.empty.hidden = false;
+  el.empty.hidden = state.conversation.turns.length > 0;
+  for (const turn of state.conversation.turns) {
+    const user = addUserBubble(turn.user.text, turn.user.parts.map((p) => ({ kind: p.kind, thumb: p.url, poster: p.poster, name: p.name })));
+    const b = addAssistantBubble();
+    b.content.innerHTML = renderMarkdown(turn.assistant.text);
+    if (turn.assistant.reasoning) {
+      b.thinking.hidden = false;
+      b.thinkingText.textContent = turn.assistant.reasoning;
+    }
+    b.stats.textContent = turn.assistant.stats || '';
+    b.msg.dataset.state = 'done';
+    state.bubbles.push({ user, assistant: b.msg });
+    const pictures = turn.user.parts.filter((p) => p.kind !== 'video');
+    if (pictures.length) state.lastImage = pictures[pictures.length - 1].url;
+  }
+  addActions();
+  renderChatList();
+  scrollToEnd();
+}
+
+function newChat() {
+  showConversation(null);
   el.prompt.focus();
+}
+
+function renderChatList() {
+  Conversations.render(el.chatList, state.conversation.id, {
+    open: (id) => { if (id !== state.conversation.id) showConversation(Conversations.get(id)); },
+    deleted: (id) => {
+      if (id === state.conversation.id) showConversation(Conversations.list()[0] || null);
+      else renderChatList();
+    },
+  });
+}
+
+// The buttons under each turn: Edit on a message (resend it changed, the turns after it dropped), Copy on an
+// answer, Regenerate on the last one.
+function addActions() {
+  for (const old of el.messages.querySelectorAll('.actions')) old.remove();
+  state.bubbles.forEach(({ user, assistant }, k) => {
+    const last = k === state.bubbles.length - 1;
+    const button = (label, title, onClick) => {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.textContent = label;
+      b.title = title;
+      b.className = label.toLowerCase();
+      b.addEventListener('click', onClick);
+      return b;
+    };
+    const userBar = document.createElement('div');
+    userBar.className = 'actions';
+    userBar.append(button('Edit', 'Change this message and send it again (the turns after it are dropped)', () => editTurn(k)));
+    user.append(userBar);
+    const answerBar = document.createElement('div');
+    answerBar.className = 'actions';
+    answerBar.append(button('Copy', 'Copy the answer', (e) => copyText(e.target, state.conversation.turns[k].assistant.text)));
+    if (last) answerBar.append(button('Regenerate', 'Ask for another answer to the last message', regenerate));
+    assistant.append(answerBar);
+  });
+}
+
+// Drops turns k.. from the conversation and the screen; returns turn k.
+function dropFrom(k) {
+  const turn = state.conversation.turns[k];
+  state.conversation.turns.length = k;
+  for (const { user, assistant } of state.bubbles.splice(k)) {
+    user.remove();
+    assistant.remove();
+  }
+  return turn;
+}
+
+function regenerate() {
+  if (state.controller || !state.conversation.turns.length) return;
+  const turn = dropFrom(state.conversation.turns.length - 1);
+  send({ text: turn.user.text, parts: turn.user.parts });
+}
+
+function editTurn(k) {
+  if (state.controller) return;
+  const { user } = state.bubbles[k];
+  const turn = state.conversation.turns[k];
+  const box = document.createElement('div');
+  box.className = 'editing';
+  const input = document.createElement('textarea');
+  input.value = turn.user.text;
+  input.setAttribute('aria-label', 'Edit the message');
+  const resend = document.createElement('button');
+  resend.type = 'button';
+  resend.className = 'primary';
+  resend.textContent = 'Send';
+  const cancel = document.createElement('button');
+  cancel.type = 'button';
+  cancel.textContent = 'Cancel';
+  box.append(input, resend, cancel);
+  const hidden = [...user.children];
+  for (const c of hidden) c.hidden = true;
+  user.append(box);
+  input.focus();
+  cancel.addEventListener('click', () => { box.remove(); for (const c of hidden) c.hidden = false; });
+  resend.addEventListener('click', () => {
+    const text = input.value.trim();
+    if (!text && !turn.user.parts.length) return;
+    dropFrom(k);
+    send({ text, parts: turn.user.parts });
+  });
+}
+
+async function copyText(button, text) {
+  try {
+    await navigator.clipboard.writeText(text);
+  } catch (e) {  // not a secure context: the old command, through a hidden text box
+    const area = document.createElement('textarea');
+    area.value = text;
+    area.setAttribute('readonly', '');
+    area.style.position = 'fixed';
+    area.style.opacity = '0';
+    document.body.append(area);
+    area.select();
+    document.execCommand('copy');
+    area.remove();
+  }
+  button.textContent = 'Copied';
+  setTimeout(() => { button.textContent = 'Copy'; }, 1500);
 }
 
 function autoGrow() {
@@ -849,12 +834,18 @@ el.prompt.addEventListener('keydown', (e) => {
 el.prompt.addEventListener('input', autoGrow);
 el.stop.addEventListener('click', stop);
 el.newChat.addEventListener('click', newChat);
+el.chatsToggle.addEventListener('click', () => {
+  el.chats.hidden = !el.chats.hidden;
+  el.chatsToggle.setAttribute('aria-expanded', String(!el.chats.hidden));
+});
 el.fileInput.addEventListener('change', () => { addFiles([...el.fileInput.files]); el.fileInput.value = ''; });
 el.settingsToggle.addEventListener('click', () => {
   el.settings.hidden = !el.settings.hidden;
   el.settingsToggle.setAttribute('aria-expanded', String(!el.settings.hidden));
 });
-for (const input of [el.temperature, el.maxTokens, el.resolution, el.apiKey]) input.addEventListener('input', saveSettings);
+for (const input of [el.temperature, el.maxTokens, el.resolution, el.apiKey, el.system, el.topP, el.topK, el.seed]) {
+  input.addEventListener('input', saveSettings);
+}
 el.messages.addEventListener('click', (e) => {
   const button = e.target.closest('button.copy');
   if (button) copyCode(button);
@@ -884,6 +875,12 @@ document.addEventListener('paste', (e) => {
 loadSettings();
 updateButtons();
 pollHealth();
+// The conversations kept in this browser: the latest one is shown again after a reload.
+const conversationsLoaded = Conversations.load().then((list) => {
+  if (list.length && state.conversation.turns.length === 0 && !state.controller) showConversation(list[0]);
+  else renderChatList();
+});
 
-// For tests and the curious: the renderer, and the page's state.
-window.qvl = { renderMarkdown, escapeHtml, state, pollHealth, parseGrounding, renderGrounding };
+// For tests and the curious: the renderer, the page's state and the conversations.
+window.qvl = { renderMarkdown, escapeHtml, state, pollHealth, parseGrounding, renderGrounding, Conversations,
+               conversationsLoaded };
