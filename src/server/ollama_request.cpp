@@ -239,7 +239,7 @@ Result<std::string> ollama_pull_spec(const std::string& name) {
     rest = rest.substr(0, colon);
   }
   auto word = [](const std::string& s, size_t most) {
-    if (s.empty() || s.size() > most || s == "." || s == "..") return false;
+    if (s.empty() || s.size() > most || s.find("..") != std::string::npos || s.front() == '.') return false;
     for (char c : s)
       if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
         return false;

@@ -1,7 +1,8 @@
 // Fuzz target: the JSON request bodies of every API — bytes -> parse_json_text (the JSON limits, then the
 // parser, as a request body goes) -> parse_chat_completion (OpenAI), parse_ollama_chat, parse_ollama_generate
 // parse_legacy_chat (/chat), parse_completion (/v1/completions) and parse_responses (/v1/responses, with no
-// history and with the body's own "messages" as the stored conversation) over default GenerateOptions. Nothing may throw out; a refusal says why; an
+// history and with the body's own "messages" as the stored conversation) over default GenerateOptions, and
+// the body's "model" as /api/pull's name (ollama_pull_spec). Nothing may throw out; a refusal says why; an
 // accepted request has one image reference per image part, known roles and sampling that validates.
 #include <cstdint>
 #include <string_view>
@@ -84,6 +85,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (const auto& [ref, where] : r->chat.images) QVL_CHECK(!where.empty() && where.find("messages[") == std::string::npos);
       QVL_CHECK(r->chat.options.logprobs >= -1 && r->chat.options.logprobs <= qvl::kMaxTopLogprobs);
       check_options(r->chat.options);
+    }
+  }
+  // /api/pull's model name as a hub spec: ORG/NAME with an optional source prefix and tag, nothing else.
+  if (auto m = body->find("model"); m != body->end() && m->is_string()) {
+    if (auto spec = ollama_pull_spec(m->get<std::string>()); !refused(spec)) {
+      QVL_CHECK(!spec->empty() && spec->find('/') != std::string::npos && spec->find("..") == std::string::npos);
+      QVL_CHECK(spec->find_first_of(" \n\t\\?#") == std::string::npos);
     }
   }
   if (auto r = parse_legacy_chat(*body, defaults); !refused(r)) {
