@@ -77,7 +77,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   server::ServerOptions o;
   WeightTypes weight_types = default_weight_types();
   std::string model_spec, model_files;
-  bool demo = false, quiet = false;
+  bool demo = false, quiet = false, allow_pull = false;
   double grace = 10;
   add_model_option(cli, model_spec, ModelSpec::kDirectoryOrHubId);
   cli.add_flag("--demo", demo, "serve a tiny generated test model (random weights: gibberish answers)");
@@ -139,6 +139,9 @@ int cmd_serve(const std::vector<std::string>& args) {
                  "every connection comes from the proxy)")
       ->type_name("N")->check(integer_in(0, 100000))->default_str(std::to_string(o.max_connections_per_client));
   cli.add_option("--image-dir,--media-dir", o.image_dir, "allow requests to name local image and video files inside DIR")->type_name("DIR");
+  cli.add_flag("--allow-pull", allow_pull,
+               "let clients download models into the hub cache with Ollama's /api/pull (the server's disk, bandwidth "
+               "and HF_TOKEN); off: /api/pull answers 403");
   cli.add_option("--allow-media-urls", o.media_url_hosts,
                  "fetch http(s) image and video URLs of these hosts ('*': any public host; a loopback or private "
                  "address only when its host is named); off by default")
@@ -249,8 +252,9 @@ int cmd_serve(const std::vector<std::string>& args) {
     };
   }
   if (!alias.empty()) o.model_id = alias;
-  // Ollama's /api/pull: into the hub's cache, as `qvl pull` does (the environment's endpoint, token, offline mode).
-  o.pull = [](const std::string& spec, const std::function<void(const server::PullProgress&)>& progress) -> Result<std::string> {
+  // Ollama's /api/pull, with --allow-pull only (it spends the server's disk, bandwidth and HF_TOKEN): into the
+  // hub's cache, as `qvl pull` does (the environment's endpoint, token, offline mode).
+  if (allow_pull) o.pull = [](const std::string& spec, const std::function<void(const server::PullProgress&)>& progress) -> Result<std::string> {
     const auto [id_spec, tag] = hub::split_gguf_tag(spec);
     QVL_ASSIGN_OR_RETURN(auto parsed, hub::parse_model_spec(id_spec));
     hub::PullOptions p;

@@ -2,6 +2,7 @@
 #include "cli/line_editor.h"
 
 #include <editline/readline.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -30,7 +31,10 @@ LineEditor::LineEditor(bool interactive, std::string history_file)
 LineEditor::~LineEditor() {
   release_input();
   delete saved_;
-  if (interactive_ && !history_file_.empty()) write_history(history_file_.c_str());
+  if (interactive_ && !history_file_.empty()) {
+    write_history(history_file_.c_str());
+    ::chmod(history_file_.c_str(), 0600);  // past messages: the user's own
+  }
 }
 
 std::optional<std::string> LineEditor::read_line(const char* prompt, bool& interrupted) {

@@ -4,6 +4,7 @@
 #include "tensor/quant.h"
 #include "model/tensor_specs.h"
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <semaphore>
@@ -414,6 +415,27 @@ std::optional<ApiError> make_inference_request(const ApiContext& ctx,
                                                const std::vector<VideoRef>& videos) {
   ImageBudget budget = image_budget(ctx, options);
   const Model* model = ctx.scheduler.model();
+  {  // URLs cost a fetch each (up to --media-url-timeout): a request names a few at most
+    auto is_url = [](std::string_view r) {
+      const size_t at = r.find_first_not_of(" \t\r\n");
+      if (at == std::string_view::npos) return false;
+      r.remove_prefix(at);
+      auto ci = [&](std::string_view p) {
+        if (r.size() < p.size()) return false;
+        for (size_t i = 0; i < p.size(); ++i)
+          if (std::tolower(static_cast<unsigned char>(r[i])) != p[i]) return false;
+        return true;
+      };
+      return ci("http://") || ci("https://");
+    };
+    size_t urls = 0;
+    for (const auto& [ref, where] : images) urls += is_url(ref);
+    for (const VideoRef& v : videos) urls += is_url(v.ref);
+    if (urls > kMaxUrlsPerRequest)
+      return ApiError{400, "the request names " + std::to_string(urls) + " image and video URLs; at most " +
+                               std::to_string(kMaxUrlsPerRequest) + " are fetched per request (send the others inline)",
+                      "too_many_urls"};
+  }
   // A text model (a GGUF served without its vision file) refuses images before any is decoded.
   if (model && !model->has_vision() && (!images.empty() || !videos.empty()))
     return ApiError{400, no_vision_error(*model, images.size(), videos.size()).message(), "model_has_no_vision",

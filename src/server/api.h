@@ -135,6 +135,8 @@ std::optional<ApiError> load_image_for_request(const ApiContext& ctx, ImageBudge
                                                size_t k, std::string_view ref, const std::string& where, int page,
                                                bool raw_bytes, ImageRGB& out);
 
+inline constexpr size_t kMaxUrlsPerRequest = 8;  // image and video URLs fetched for one request
+
 // The engine request for one parsed chat request: its images ((reference, where) in prompt order) loaded
 // under the server's image policy, and the server's timeout. A bad image is a 400 naming where it is.
 // pages[k], where given: the page of a multi-page file (TIFF) image k is read from.

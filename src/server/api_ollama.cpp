@@ -228,7 +228,9 @@ json model_entry(const ApiContext& ctx) {
 // `qvl serve --model` (one model per server).
 void pull(ApiContext& ctx, const http::Request& req, http::Response& res) {
   auto fail = [&](const ApiError& e) { send_error(res, ApiFamily::kOllama, e); };
-  if (!ctx.options.pull) return fail({501, "this server cannot pull models (it was started without a hub client)"});
+  if (!ctx.options.pull)
+    return fail({403, "pulling models is off on this server (it spends the server's disk, bandwidth and hub token); "
+                      "start it with --allow-pull, or run `qvl pull MODEL` on its machine"});
   auto body = parse_json_body(req);
   if (!body.ok()) return fail({400, body.status().message()});
   std::string name;

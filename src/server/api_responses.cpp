@@ -94,8 +94,7 @@ class ResponseBuilder {
 
   // The end: the open item closed (an answer of nothing is an empty message), the response object complete.
   std::string finish(const JobUpdate& end) {
-    std::string out;
-    pending_lps_.insert(pending_lps_.end(), end.logprobs.begin(), end.logprobs.end());
+    std::string out;  // end.logprobs came with the last text already (stream_job hands them to text() first)
     if (prose_.empty() && calls_.empty()) out += open_message();  // an empty answer is still a message item
     out += close();
     const GenerateTimings& t = end.result.timings;
@@ -276,7 +275,6 @@ void create_response(ApiContext& ctx, const http::Request& req, http::Response& 
     if (end.error != JobError::kNone) return fail(job_error(end));
     feed(end.result.text, end.result.logprobs);
     drain();
-    end.logprobs.clear();  // all given with the text above
     b->finish(end);
     keep(*b);
     json out = b->response();

@@ -320,7 +320,8 @@ Result<std::vector<uint8_t>> load_request_video_bytes(std::string_view ref_in, c
       return Status::Error(where + ": video URLs are not fetched (got " + quote(ref) +
                            "); send the video inline as a data: URI (data:video/mp4;base64,...) or as base64 (a server "
                            "started with --allow-media-urls HOST fetches URLs of HOST)");
-    return policy.urls->fetch(ref, MediaFetcher::Kind::kVideo, policy.max_video_file_bytes, where);
+    // As an image's bound (2 x --max-body), not a local file's: a fetched body is held in memory.
+    return policy.urls->fetch(ref, MediaFetcher::Kind::kVideo, policy.max_file_bytes, where);
   }
   std::string_view path = ref;
   bool is_path = false;

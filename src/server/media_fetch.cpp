@@ -69,6 +69,18 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
   return len;
 }
 
+// Every connection curl opens must go to the address checked and pinned: anything else (a name curl resolved
+// by itself) is refused before a byte is sent.
+curl_socket_t open_pinned(void* user, curlsocktype, curl_sockaddr* a) {
+  const std::string& pinned = *static_cast<const std::string*>(user);
+  char buf[INET6_ADDRSTRLEN] = "";
+  const void* src = nullptr;
+  if (a->family == AF_INET) src = &reinterpret_cast<const sockaddr_in*>(&a->addr)->sin_addr;
+  if (a->family == AF_INET6) src = &reinterpret_cast<const sockaddr_in6*>(&a->addr)->sin6_addr;
+  if (!src || !inet_ntop(a->family, src, buf, sizeof buf) || pinned != buf) return CURL_SOCKET_BAD;
+  return socket(a->family, a->socktype, a->protocol);
+}
+
 size_t on_header(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const size_t len = size * n;
@@ -108,6 +120,9 @@ Result<Target> parse_target(const std::string& url) {
   t.scheme = ascii_lower(t.scheme);
   if (t.scheme != "http" && t.scheme != "https") return Status::Error("only http and https URLs are fetched");
   if (!part(CURLUPART_HOST, 0, t.host) || t.host.empty()) return Status::Error("the URL has no host");
+  // Non-ASCII names are refused: curl would look up their punycode form, not the name checked and pinned here.
+  for (unsigned char c : t.host)
+    if (c >= 0x80 || c < 0x20) return Status::Error("the host name is not plain ASCII; write it in its ASCII (xn--) form");
   t.host = ascii_lower(t.host);
   if (t.host.size() > 2 && t.host.front() == '[' && t.host.back() == ']') t.host = t.host.substr(1, t.host.size() - 2);
   if (!part(CURLUPART_PORT, CURLU_DEFAULT_PORT, t.port)) return Status::Error("the URL has no port");
@@ -177,6 +192,10 @@ Result<std::vector<uint8_t>> MediaFetcher::fetch(std::string_view url_in, Kind k
     return Status::Error(where + ": " + std::string(what) + " URLs are not fetched (got " + quoted_url(url_in) + "); send the " +
                          what + " inline as a data: URI or as base64 (or start the server with --allow-media-urls HOST)");
   const bool any = std::find(options_.allowed_hosts.begin(), options_.allowed_hosts.end(), "*") != options_.allowed_hosts.end();
+  // A few fetches at once, each holding at most max_bytes: the rest wait their turn within the time limit.
+  if (!slots_.try_acquire_for(std::chrono::duration<double>(options_.timeout_s)))
+    return fail("the server is fetching other URLs; retry in a moment");
+  struct Release { std::counting_semaphore<>& s; ~Release() { s.release(); } } release{slots_};
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                               std::chrono::duration<double>(options_.timeout_s));
   Cached cached;
@@ -215,8 +234,8 @@ Result<std::vector<uint8_t>> MediaFetcher::fetch(std::string_view url_in, Kind k
     if (!named)
       for (const std::string& a : addrs)
         if (address_is_internal(a))
-          return fail("the host '" + target->host + "' resolves to " + a + ", a loopback, private, link-local or other "
-                      "internal address, which is reached only when --allow-media-urls names the host itself");
+          return fail("the host '" + target->host + "' resolves to a loopback, private, link-local or other internal "
+                      "address, which is reached only when --allow-media-urls names the host itself");
     const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) return fail("over the time limit of " + std::to_string(static_cast<int>(options_.timeout_s)) + " s");
 
@@ -232,6 +251,8 @@ Result<std::vector<uint8_t>> MediaFetcher::fetch(std::string_view url_in, Kind k
       headers = curl_slist_append(headers, ("If-None-Match: " + cached.etag).c_str());
     curl_easy_setopt(c, CURLOPT_URL, target->url.c_str());
     curl_easy_setopt(c, CURLOPT_RESOLVE, resolve);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_pinned);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &addrs[0]);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);

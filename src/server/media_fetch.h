@@ -11,6 +11,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <semaphore>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -35,7 +36,8 @@ class MediaFetcher {
 
   enum class Kind { kImage, kVideo };
   // The body of an http(s) URL, at most max_bytes, that sniffs as `kind`; an error names `where` and says why
-  // (host not allowed, address refused, too large, too slow, not an image, HTTP status).
+  // (host not allowed, address refused, too large, too slow, not an image, HTTP status). At most 4 fetches run
+// at once; a fifth waits up to the time limit.
   Result<std::vector<uint8_t>> fetch(std::string_view url, Kind kind, uint64_t max_bytes, const std::string& where);
 
   struct Stats {
@@ -52,6 +54,7 @@ class MediaFetcher {
   void remember(Cached c);
 
   MediaUrlOptions options_;
+  std::counting_semaphore<> slots_{4};  // fetches at once
   mutable std::mutex mu_;
   std::list<Cached> lru_;  // most recently used first
   std::unordered_map<std::string, std::list<Cached>::iterator> index_;

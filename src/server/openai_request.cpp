@@ -53,7 +53,7 @@ Result<PreprocessOptions> image_size_fields(const json& part, const std::string&
     std::string detail;
     QVL_RETURN_IF_ERROR(read_string(*obj, "detail", detail, w));
     if (!detail.empty() && detail != "low" && detail != "high" && detail != "auto")
-      return Status::Error(w + ".detail: expected low, high or auto, got '" + detail + "'");
+      return Status::Error(w + ".detail: expected low, high or auto, got '" + detail.substr(0, 40) + "'");
     if (detail == "low") o.max_pixels = 0;
   }
   if ((o.resized_height > 0) != (o.resized_width > 0))
@@ -169,7 +169,7 @@ Status collect_images(const json& messages, ChatCompletionRequest& out) {
         QVL_ASSIGN_OR_RETURN(VideoRef v, video_part(part, where));
         out.videos.push_back(std::move(v));
       } else if (!type.empty() && type != "text") {
-        return Status::Error(where + ".type: '" + type + "' is not supported; use \"text\", \"image_url\" or \"video_url\"");
+        return Status::Error(where + ".type: '" + type.substr(0, 40) + "' is not supported; use \"text\", \"image_url\" or \"video_url\"");
       }
     }
   }

@@ -3,6 +3,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cerrno>
+
+#include <sys/random.h>
 
 namespace qvl::server {
 
@@ -11,9 +14,22 @@ double per_second(int n, double ms) { return ms > 0 ? n * 1000.0 / ms : 0.0; }
 }  // namespace
 
 std::string random_id(const char* prefix) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(random_seed()));
-  return std::string(prefix) + buf;
+  // 128 bits from the kernel: a stored response's id is what lets its conversation be read back, so it must
+  // not be guessable from ids seen before.
+  uint8_t bytes[16];
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+    else if (errno != EINTR) QVL_CHECK(false && "getrandom failed");
+  }
+  static const char* hex = "0123456789abcdef";
+  std::string out(prefix);
+  for (uint8_t b : bytes) {
+    out += hex[b >> 4];
+    out += hex[b & 15];
+  }
+  return out;
 }
 
 int64_t unix_now() {

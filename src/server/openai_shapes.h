@@ -9,7 +9,7 @@
 
 namespace qvl::server {
 
-// prefix + 16 random hex digits ("chatcmpl-", "cmpl-", "resp_", ...).
+// prefix + 32 hex digits of 128 bits from getrandom() ("chatcmpl-", "cmpl-", "resp_", ...).
 std::string random_id(const char* prefix);
 int64_t unix_now();
 

@@ -65,7 +65,7 @@ struct ServerOptions {
   double body_timeout_s = 60;        // and its body within this after the header
   double keep_alive_s = 5;           // an idle connection is closed after this
   bool access_log = false;           // one line per API request on stderr
-  PullFn pull;                       // /api/pull's downloader; null: /api/pull answers 501
+  PullFn pull;                       // /api/pull's downloader (--allow-pull); null: /api/pull answers 403
 };
 
 }  // namespace qvl::server

@@ -2,7 +2,6 @@
 #include "server/responses_request.h"
 
 #include <cmath>
-#include <regex>
 
 #include "server/api.h"
 
@@ -14,6 +13,9 @@ std::string item_type(const json& obj) {
   auto it = obj.find("type");
   return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
 }
+
+// A client's value quoted in an error, cut short.
+std::string clip(const std::string& v) { return v.size() > 40 ? v.substr(0, 40) + "..." : v; }
 
 Result<std::string> required_string(const json& obj, const char* key, const std::string& where) {
   auto it = obj.find(key);
@@ -60,7 +62,7 @@ Result<json> content_parts(const json& content, const std::string& where) {
     } else if (type == "input_file") {
       return Status::Error(w + ": documents (input_file) are not supported yet; send each page as an input_image");
     } else {
-      return Status::Error(w + ".type: '" + type + "' is not supported; expected input_text, input_image or output_text");
+      return Status::Error(w + ".type: '" + clip(type) + "' is not supported; expected input_text, input_image or output_text");
     }
   }
   return parts;
@@ -85,7 +87,7 @@ Status input_messages(const json& input, json& messages, std::vector<std::string
     if (type.empty() || type == "message") {
       QVL_ASSIGN_OR_RETURN(std::string role, required_string(item, "role", w));
       if (role != "user" && role != "system" && role != "developer" && role != "assistant")
-        return Status::Error(w + ".role: '" + role + "' is not a role; expected user, system, developer or assistant");
+        return Status::Error(w + ".role: '" + clip(role) + "' is not a role; expected user, system, developer or assistant");
       auto c = item.find("content");
       if (c == item.end()) return Status::Error(w + ".content: missing; expected a string or a list of content parts");
       QVL_ASSIGN_OR_RETURN(json content, content_parts(*c, w + ".content"));
@@ -118,7 +120,7 @@ Status input_messages(const json& input, json& messages, std::vector<std::string
     } else if (type == "reasoning") {
       continue;  // a previous turn's reasoning: the chat template drops it from earlier turns anyway
     } else {
-      return Status::Error(w + ".type: '" + type + "' is not supported; expected message, function_call, "
+      return Status::Error(w + ".type: '" + clip(type) + "' is not supported; expected message, function_call, "
                                "function_call_output or reasoning");
     }
   }
@@ -134,7 +136,7 @@ Result<json> chat_tools(const json& tools) {
     const std::string w = "tools[" + std::to_string(i) + "]";
     if (!t.is_object()) return Status::Error(w + ": expected a tool object");
     if (item_type(t) != "function")
-      return Status::Error(w + ".type: '" + item_type(t) + "' is not supported; only function tools ({\"type\": \"function\", "
+      return Status::Error(w + ".type: '" + clip(item_type(t)) + "' is not supported; only function tools ({\"type\": \"function\", "
                                "\"name\", \"parameters\"}) run here");
     QVL_ASSIGN_OR_RETURN(std::string name, required_string(t, "name", w));
     if (name.empty()) return Status::Error(w + ".name: empty; give the function's name");
@@ -147,23 +149,50 @@ Result<json> chat_tools(const json& tools) {
 }
 
 // Chat-request paths in a message rewritten as the Responses API's: messages[k] by `where`, tools[i].function
-// as tools[i], response_format as text.format, max_tokens as max_output_tokens.
-std::string rename(std::string s, const std::vector<std::string>& where) {
-  static const std::regex message(R"(messages\[(\d+)\])"), tool(R"(tools\[(\d+)\]\.function)");
+// as tools[i], response_format as text.format, max_tokens as max_output_tokens. A plain scan (the message
+// may quote what the client sent: no regex recursion, no number parsing that can throw).
+std::string rename(const std::string& s, const std::vector<std::string>& where) {
   std::string out;
-  auto it = std::sregex_iterator(s.begin(), s.end(), message);
-  size_t last = 0;
-  for (; it != std::sregex_iterator(); ++it) {
-    const size_t k = std::stoul((*it)[1].str());
-    out += s.substr(last, static_cast<size_t>(it->position()) - last);
-    out += k < where.size() ? where[k] : it->str();
-    last = static_cast<size_t>(it->position() + it->length());
-  }
-  out += s.substr(last);
-  out = std::regex_replace(out, tool, "tools[$1]");
-  for (auto [from, to] : {std::pair<std::string, std::string>{"response_format.json_schema.schema", "text.format.schema"},
-                          {"response_format", "text.format"}, {"max_tokens", "max_output_tokens"}}) {
-    for (size_t at = out.find(from); at != std::string::npos; at = out.find(from, at + to.size())) out.replace(at, from.size(), to);
+  out.reserve(s.size());
+  size_t i = 0;
+  auto index_at = [&](size_t at, size_t& end) -> long {  // digits then ']' at `at`, at most 9 digits
+    size_t j = at;
+    long v = 0;
+    while (j < s.size() && j - at < 9 && s[j] >= '0' && s[j] <= '9') v = v * 10 + (s[j++] - '0');
+    if (j == at || j >= s.size() || s[j] != ']') return -1;
+    end = j + 1;
+    return v;
+  };
+  while (i < s.size()) {
+    size_t end = 0;
+    if (s.compare(i, 9, "messages[") == 0) {
+      const long k = index_at(i + 9, end);
+      if (k >= 0 && static_cast<size_t>(k) < where.size()) {
+        out += where[static_cast<size_t>(k)];
+        i = end;
+        continue;
+      }
+    }
+    if (s.compare(i, 6, "tools[") == 0) {
+      const long k = index_at(i + 6, end);
+      if (k >= 0 && s.compare(end, 9, ".function") == 0) {
+        out += "tools[" + std::to_string(k) + "]";
+        i = end + 9;
+        continue;
+      }
+    }
+    bool replaced = false;
+    for (auto [from, to] : {std::pair<const char*, const char*>{"response_format.json_schema.schema", "text.format.schema"},
+                            {"response_format", "text.format"}, {"max_tokens", "max_output_tokens"}}) {
+      const size_t n = std::char_traits<char>::length(from);
+      if (s.compare(i, n, from) == 0) {
+        out += to;
+        i += n;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) out += s[i++];
   }
   return out;
 }
@@ -196,12 +225,12 @@ Result<ResponsesRequest> parse_responses(const json& body, const json& history, 
   std::string truncation = "disabled";
   QVL_RETURN_IF_ERROR(read_string(body, "truncation", truncation));
   if (truncation != "disabled" && truncation != "auto")
-    return Status::Error("truncation: expected \"disabled\" or \"auto\", got '" + truncation + "'");
+    return Status::Error("truncation: expected \"disabled\" or \"auto\", got '" + clip(truncation) + "'");
   if (auto m = body.find("metadata"); m != body.end() && !m->is_null()) {
     if (!m->is_object() || m->size() > 16) return Status::Error("metadata: expected an object of at most 16 string values");
     for (const auto& [k, v] : m->items())
       if (!v.is_string() || k.size() > 64 || v.get<std::string>().size() > 512)
-        return Status::Error("metadata." + k + ": expected a string of at most 512 characters (keys at most 64)");
+        return Status::Error("metadata." + clip(k) + ": expected a string of at most 512 characters (keys at most 64)");
   }
   if (auto rs = body.find("reasoning"); rs != body.end() && !rs->is_null()) {
     // Accepted for clients that always send it; a Thinking model reasons as its template says.
@@ -209,7 +238,7 @@ Result<ResponsesRequest> parse_responses(const json& body, const json& history, 
     std::string effort;
     QVL_RETURN_IF_ERROR(read_string(*rs, "effort", effort, "reasoning"));
     if (!effort.empty() && effort != "none" && effort != "minimal" && effort != "low" && effort != "medium" && effort != "high")
-      return Status::Error("reasoning.effort: expected none, minimal, low, medium or high, got '" + effort + "'");
+      return Status::Error("reasoning.effort: expected none, minimal, low, medium or high, got '" + clip(effort) + "'");
   }
   if (auto inc = body.find("include"); inc != body.end() && !inc->is_null()) {
     if (!inc->is_array()) return Status::Error("include: expected a list of strings");
@@ -218,7 +247,7 @@ Result<ResponsesRequest> parse_responses(const json& body, const json& history, 
       const std::string s = v.is_string() ? v.get<std::string>() : v.dump();
       if (s == "message.output_text.logprobs") r.logprobs = true;
       else if (s != "message.input_image.image_url" && s != "reasoning.encrypted_content")
-        return Status::Error("include[" + std::to_string(i) + "]: '" + s + "' is not supported; expected "
+        return Status::Error("include[" + std::to_string(i) + "]: '" + clip(s) + "' is not supported; expected "
                              "message.output_text.logprobs");
     }
   }
@@ -285,7 +314,7 @@ Result<ResponsesRequest> parse_responses(const json& body, const json& history, 
       } else if (type == "json_object" || type == "text") {
         chat["response_format"] = json{{"type", type}};
       } else {
-        return Status::Error("text.format.type: expected text, json_object or json_schema, got '" + type + "'");
+        return Status::Error("text.format.type: expected text, json_object or json_schema, got '" + clip(type) + "'");
       }
     }
   }

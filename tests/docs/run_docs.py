@@ -438,7 +438,7 @@ def main():
                        QVL_DOCS_SERVE_WAIT=os.environ.get("QVL_DOCS_SERVE_WAIT", "90"))
             # The demo server pulls (Ollama's /api/pull) from the fake hub too.
             with started([binary, "serve", "--demo", "--model-files", model_files, "--port", str(port), "--threads", "1",
-                          "--quiet"], tmp / "demo.log", port=port, env=env):
+                          "--quiet", "--allow-pull"], tmp / "demo.log", port=port, env=env):
                 ctx = dict(tmp=tmp, binary=binary, tiny=tiny, port=port, env=env, verbose=verbose,
                            python=functools.cache(venv_python))
                 results = []

@@ -70,8 +70,8 @@ def run_answer(model, text: str) -> str:
 
 
 def answer_since(screen: bytes, start: int) -> str:
-    """The answer on the screen after offset `start` (taken just before the message's last line was sent):
-    from the line after that one (its Enter is the first line break) up to the timing line."""
+    """The answer on the screen after offset `start` (taken just before the Enter that sent the message, once
+    its echo was on the screen): from the line after it up to the timing line."""
     seg = ANSI.sub(b"", screen[start:]).decode(errors="replace")
     stats = re.search(r"\n\(\d+ tokens, [\d.]+ tok/s;", seg)
     assert stats, seg
@@ -90,9 +90,13 @@ def test_chat_edits_recalls_and_holds_input(tiny_model, env, tmp_path):
     head = t.out[:banner].decode(errors="replace")
     assert "Qwen3-VL" in head and "context 4096 tokens" in head and "instruct" in head, head
 
-    def ask(keys: bytes) -> str:
-        start = len(t.out)
+    def ask(keys: bytes, echo: bytes) -> str:
+        """Types `keys`, waits until the screen shows `echo` (so everything before it has arrived), then Enter."""
+        before = len(t.out)
         t.send(keys)
+        t.read_until(echo, 10, before)
+        start = len(t.out)
+        t.send(b"\r")
         mark = t.read_until(b" tok/s;", 60, start)
         t.read_until(b">>> ", 30, mark)
         answer = answer_since(t.out, start)
@@ -102,12 +106,12 @@ def test_chat_edits_recalls_and_holds_input(tiny_model, env, tmp_path):
         return answer
 
     # A message, answered as `qvl run` answers it.
-    assert ask(b"hello\r") == run_answer(tiny_model, "hello")
+    assert ask(b"hello", b"hello") == run_answer(tiny_model, "hello")
     # Up, Up (past /clear) recalls it; Left, Backspace and typing edit it: "hello" -> "helo!".
     start = len(t.out)
     t.send(b"\x1b[A\x1b[A")
     t.read_until(b"hello", 10, start)
-    assert ask(b"\x1b[D\x1b[D\x7f\x1b[F!\r") == run_answer(tiny_model, "helo!")
+    assert ask(b"\x1b[D\x1b[D\x7f\x1b[F!", b"!") == run_answer(tiny_model, "helo!")
     assert b"^[[" not in t.out
     # A message of several lines.
     start = len(t.out)
@@ -116,7 +120,7 @@ def test_chat_edits_recalls_and_holds_input(tiny_model, env, tmp_path):
     at = t.read_until(b"... ", 10, start)
     t.send(b"first line\r")
     t.read_until(b"... ", 10, at + 4)  # the next line's prompt: what follows is the last line's
-    assert ask(b'second line"""\r') == run_answer(tiny_model, "first line\nsecond line")
+    assert ask(b'second line"""', b'line"""') == run_answer(tiny_model, "first line\nsecond line")
     t.send(b"\x04")
     assert t.finish(20) == 0
     history = (tmp_path / "history").read_text(errors="replace")

@@ -147,6 +147,13 @@ def test_allowed_host_fetches_and_the_checks_hold():
         with pytest.raises(openai.BadRequestError) as e:
             ask(client, "http://example.invalid/cat.jpg")
         assert "not one --allow-media-urls allows" in e.value.message
+        with pytest.raises(openai.BadRequestError) as e:  # curl would look up the punycode name, not the one checked
+            ask(client, "http://bücher.127.0.0.1.nip.example/cat.jpg".replace("127.0.0.1.nip.example", "localhost"))
+        assert "not plain ASCII" in e.value.message or "not one --allow-media-urls allows" in e.value.message
+        with pytest.raises(openai.BadRequestError) as e:  # a fetch each: a request names a few at most
+            client.chat.completions.create(model="x", max_tokens=2, messages=[{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": base + f"/cat.jpg?{i}"}} for i in range(9)]}])
+        assert "at most 8" in e.value.message
         assert s.url  # the server is fine after all of it
         assert ask(client, base + "/cat.jpg").timings["image_tokens"] > 0
 

@@ -36,7 +36,7 @@ def tiny(tiny_model) -> pathlib.Path:
 
 def test_pull_streams_progress_into_the_hub_cache(tiny, tmp_path):
     with fake_hub(tiny, "--require-token", "sekrit") as hub, \
-         run_server(env={"HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / "hf"), "HF_TOKEN": "sekrit"}) as s:
+         run_server("--allow-pull", env={"HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / "hf"), "HF_TOKEN": "sekrit"}) as s:
         client = ollama.Client(host=s.url, timeout=scaled(120))
         events = list(client.pull(f"hf.co/{REPO}", stream=True))
         statuses = [e.status for e in events]
@@ -58,8 +58,8 @@ def test_pull_streams_progress_into_the_hub_cache(tiny, tmp_path):
 
 
 def test_pull_offline_uses_the_cache_only(tiny, tmp_path):
-    with fake_hub(tiny) as hub, run_server(env={"HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / "hf"),
-                                                "HF_HUB_OFFLINE": "1"}) as s:
+    with fake_hub(tiny) as hub, run_server("--allow-pull", env={"HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / "hf"),
+                                                                "HF_HUB_OFFLINE": "1"}) as s:
         client = ollama.Client(host=s.url, timeout=scaled(60))
         with pytest.raises(ollama.ResponseError) as e:
             client.pull(f"hf.co/{REPO}", stream=False)
@@ -67,6 +67,12 @@ def test_pull_offline_uses_the_cache_only(tiny, tmp_path):
         with pytest.raises(ollama.ResponseError) as e:  # streamed: the error line ends the stream
             list(client.pull(f"hf.co/{REPO}", stream=True))
         assert "HF_HUB_OFFLINE" in str(e.value)
+
+
+def test_pull_is_off_unless_allowed(server):
+    with pytest.raises(ollama.ResponseError) as e:
+        ollama.Client(host=server.url, timeout=scaled(30)).pull(f"hf.co/{REPO}", stream=False)
+    assert e.value.status_code == 403 and "--allow-pull" in str(e.value)
 
 
 def test_model_management_is_501(server):

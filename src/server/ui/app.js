@@ -741,6 +741,7 @@ function dropFrom(k) {
     user.remove();
     assistant.remove();
   }
+  Conversations.save(state.conversation);  // a resend that then fails leaves the conversation as shown
   return turn;
 }
 

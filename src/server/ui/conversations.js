@@ -8,6 +8,7 @@ const Conversations = (() => {
   const DB_NAME = 'qvl', STORE = 'conversations';
   let db = null;             // the IndexedDB database, or null (memory only)
   const memory = new Map();  // id -> conversation: every conversation, whether or not the database keeps them
+  const removed = new Set(); // deleted ids: a late save (an answer that was still arriving) must not bring one back
 
   function open() {
     return new Promise((resolve) => {
@@ -58,12 +59,14 @@ const Conversations = (() => {
   }
 
   async function save(c) {
+    if (removed.has(c.id)) return;
     c.updated = Date.now();
     memory.set(c.id, c);
     await tx('readwrite', (s) => s.put(c));
   }
 
   async function remove(id) {
+    removed.add(id);
     memory.delete(id);
     await tx('readwrite', (s) => s.delete(id));
   }
