@@ -72,12 +72,14 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
 // Every connection curl opens must go to the address checked and pinned: anything else (a name curl resolved
 // by itself) is refused before a byte is sent.
 curl_socket_t open_pinned(void* user, curlsocktype, curl_sockaddr* a) {
-  const std::string& pinned = *static_cast<const std::string*>(user);
+  const auto& pinned = *static_cast<const std::vector<std::string>*>(user);
   char buf[INET6_ADDRSTRLEN] = "";
   const void* src = nullptr;
   if (a->family == AF_INET) src = &reinterpret_cast<const sockaddr_in*>(&a->addr)->sin_addr;
   if (a->family == AF_INET6) src = &reinterpret_cast<const sockaddr_in6*>(&a->addr)->sin6_addr;
-  if (!src || !inet_ntop(a->family, src, buf, sizeof buf) || pinned != buf) return CURL_SOCKET_BAD;
+  if (!src || !inet_ntop(a->family, src, buf, sizeof buf) ||
+      std::find(pinned.begin(), pinned.end(), std::string(buf)) == pinned.end())
+    return CURL_SOCKET_BAD;
   return socket(a->family, a->socktype, a->protocol);
 }
 
@@ -243,8 +245,11 @@ Result<std::vector<uint8_t>> MediaFetcher::fetch(std::string_view url_in, Kind k
     if (!c) return fail("no HTTP client (curl_easy_init failed)");
     Transfer t;
     t.max_bytes = max_bytes;
-    const std::string pin = target->host + ":" + target->port + ":" +
-                            (addrs[0].find(':') != std::string::npos ? "[" + addrs[0] + "]" : addrs[0]);
+    // Every address the name gave (all of them checked), in its order: curl tries the next when one fails
+    // (localhost: ::1, then 127.0.0.1).
+    std::string pin = target->host + ":" + target->port + ":";
+    for (size_t i = 0; i < addrs.size(); ++i)
+      pin += (i ? "," : "") + (addrs[i].find(':') != std::string::npos ? "[" + addrs[i] + "]" : addrs[i]);
     curl_slist* resolve = curl_slist_append(nullptr, pin.c_str());
     curl_slist* headers = nullptr;
     if (hop == 0 && cached.body && !cached.etag.empty())
@@ -252,7 +257,7 @@ Result<std::vector<uint8_t>> MediaFetcher::fetch(std::string_view url_in, Kind k
     curl_easy_setopt(c, CURLOPT_URL, target->url.c_str());
     curl_easy_setopt(c, CURLOPT_RESOLVE, resolve);
     curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_pinned);
-    curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &addrs[0]);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &addrs);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);

@@ -54,6 +54,8 @@ class Media(BaseHTTPRequestHandler):
             return self.redirect("/cat.jpg")
         if self.path == "/other-host":
             return self.redirect(f"http://localhost:{port}/cat.jpg")
+        if self.path == "/to-internal":  # to this server by its address, which only a named host may reach
+            return self.redirect(f"http://127.0.0.1:{port}/cat.jpg")
         if self.path == "/loop":
             return self.redirect("/loop")
         if self.path == "/page.html":
@@ -167,3 +169,17 @@ def test_any_host_still_refuses_internal_addresses():
                 ask(client, url)
             assert "internal address" in e.value.message, e.value.message
         assert Media.seen == []
+
+
+def test_a_redirect_to_an_internal_address_is_refused():
+    # localhost is named (so reached, though internal); '*' admits any other host, but not at an internal
+    # address: the redirect to 127.0.0.1 stops there.
+    with media_server() as base, run_server("--allow-media-urls", "localhost,*") as s:
+        client = openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=scaled(60))
+        named = base.replace("127.0.0.1", "localhost")
+        assert ask(client, named + "/cat.jpg").timings["image_tokens"] > 0
+        Media.seen.clear()
+        with pytest.raises(openai.BadRequestError) as e:
+            ask(client, named + "/to-internal")
+        assert "internal address" in e.value.message, e.value.message
+        assert [p for p, _ in Media.seen] == ["/to-internal"]  # the redirect's target was never asked
