@@ -104,6 +104,8 @@ void append_vision_content(Writer& out, const ChatMessage& m, bool add_vision_id
       case ContentPart::Kind::kText:
         out.user(part.text);
         break;
+      case ContentPart::Kind::kDocument:
+        break;
     }
   }
 }
@@ -275,7 +277,7 @@ std::string rendered_content(const ChatMessage& m) {
   for (const ContentPart& part : m.content_parts) {
     if (part.kind == ContentPart::Kind::kImage) s += "<|vision_start|><|image_pad|><|vision_end|>";
     else if (part.kind == ContentPart::Kind::kVideo) s += "<|vision_start|><|video_pad|><|vision_end|>";
-    else s += part.text;
+    else if (part.kind == ContentPart::Kind::kText) s += part.text;
   }
   return s;
 }

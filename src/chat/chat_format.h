@@ -15,7 +15,9 @@ namespace qvl {
 
 // One part of a message's content.
 struct ContentPart {
-  enum class Kind { kText, kImage, kVideo };
+  // kDocument: a document (an OpenAI `file` part) that the server or the command line replaces with its pages
+  // (engine/documents.h) before rendering; rendered as nothing, as the template renders a part it does not know.
+  enum class Kind { kText, kImage, kVideo, kDocument };
   Kind kind = Kind::kText;
   std::string text;  // for kText
 };

@@ -52,6 +52,10 @@ Result<ContentPart> part_from_json(const json& j, const std::string& where) {
     // The OpenAI API's video part (vLLM's extension), which serving stacks turn into {"type": "video"}
     // before rendering; the template itself would not show it.
     part.kind = ContentPart::Kind::kVideo;
+  } else if (type_is(j, "file")) {
+    // The OpenAI API's document part, which the server expands into its pages before rendering; the template
+    // itself would show only a "text" key of it.
+    part.kind = ContentPart::Kind::kDocument;
   } else {
     part.kind = ContentPart::Kind::kText;
   }
