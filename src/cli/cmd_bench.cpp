@@ -54,6 +54,14 @@ int cmd_bench(const Args& args) {
   add_image_size_options(cli, opts.image.min_pixels, opts.image.max_pixels);
   VideoArgs video;
   add_video_options(cli, video);
+  std::vector<std::string> doc_paths;
+  std::string doc_pages;
+  DocumentOptions doc_options;
+  cli.add_option("--file", doc_paths, "a PDF document whose pages are rendered (each run: the server renders per "
+                 "request) and read after the image (repeatable)")
+      ->type_name("FILE")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->allow_extra_args(false);
+  cli.add_option("--pages", doc_pages, "the pages of each --file, e.g. 1-3 (default: all)")->type_name("PAGES");
+  add_document_options(cli, doc_options);
   if (auto rc = cli.parse_args(args)) return *rc;
   const std::string& cmd = cli.command();
   {
@@ -74,12 +82,19 @@ int cmd_bench(const Args& args) {
     if (!bytes.ok()) return fail(cmd, bytes.status().message());
     video_files.push_back(std::move(bytes).value());
   }
+  std::vector<DocumentFile> docs;
+  for (const std::string& path : doc_paths) {
+    auto doc = open_document_file(path, doc_pages, doc_options);
+    if (!doc.ok()) return fail(cmd, doc.status().message());
+    docs.push_back(std::move(doc).value());
+  }
   const auto t0 = std::chrono::steady_clock::now();
   auto model = Model::load(model_dir, types, threads, mmproj);
   if (!model.ok()) return fail(cmd, model.status().message());
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
-  const ChatMessage user = user_message(images.size(), video_files.size(), prompt);
+  const size_t image_files = images.size();
+  ChatMessage user = user_message(image_files, video_files.size(), prompt);
   video.options.max_tokens = opts.context;
 
   ThreadPool pool(threads);
@@ -87,7 +102,8 @@ int cmd_bench(const Args& args) {
     auto cpus = pool.pin_to_cores();
     if (!cpus.ok()) return fail(cmd, cpus.status().message());
   }
-  std::vector<double> pre, vis, prefill, ttft, decode, video_ms;
+  std::vector<double> pre, vis, prefill, ttft, decode, video_ms, render_ms;
+  int document_pages = 0;
   GenerateTimings last;
   for (int r = 0; r < runs; ++r) {
     // Videos are decoded, sampled and resized per run (the server does it per request, before the engine).
@@ -99,6 +115,29 @@ int cmd_bench(const Args& args) {
       videos.push_back(std::make_shared<const PreprocessedVideo>(std::move(v).value()));
     }
     video_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - v0).count());
+    // Documents: their pages rendered per run by the confined worker (no page cache), after the image.
+    if (!docs.empty()) {
+      images.resize(image_files);
+      user = user_message(image_files, video_files.size(), prompt);
+      GenerateOptions bounds;
+      bounds.image = opts.image;
+      const PreprocessOptions o = image_options(bounds, 0, (*model)->image_config());
+      std::vector<ContentPart> parts;
+      double seconds = 0;
+      int64_t tokens = 0;
+      for (const DocumentFile& doc : docs) {
+        auto rendered = render_document_file(doc, (*model)->image_config(), o, doc_options, opts.context - tokens, nullptr);
+        if (!rendered.ok()) return fail(cmd, rendered.status().message());
+        for (const PagePlan& p : rendered->plans) tokens += p.tokens;
+        seconds += rendered->seconds;
+        append_page_parts(parts, rendered->plans);
+        for (ImageRGB& img : rendered->images) images.push_back(std::move(img));
+      }
+      document_pages = static_cast<int>(parts.size() / 2);
+      user.content_parts.insert(user.content_parts.begin() + static_cast<std::ptrdiff_t>(image_files), parts.begin(),
+                                parts.end());
+      render_ms.push_back(seconds * 1000);
+    }
     auto res = generate(**model, pool, {user}, images, videos, opts);
     if (!res.ok()) return fail(cmd, res.status().message());
     const GenerateTimings& t = res->timings;
@@ -127,6 +166,8 @@ int cmd_bench(const Args& args) {
       {"prompt_tokens", last.prompt_tokens},
       {"image_tokens", last.image_tokens},
       {"video_decode_ms", median(video_ms)},
+      {"document_pages", document_pages},
+      {"document_render_ms", render_ms.empty() ? 0.0 : median(render_ms)},
       {"video_frames", last.video_frames},
       {"video_tokens", last.video_tokens},
       {"generated_tokens", last.generated_tokens},
@@ -151,6 +192,9 @@ int cmd_bench(const Args& args) {
     std::printf("activations: vision %.1f MB, text %.1f MB (the forward passes' buffers at their largest)\n",
                 static_cast<double>(last.vision_activation_bytes) / (1024.0 * 1024.0),
                 static_cast<double>(last.text_activation_bytes) / (1024.0 * 1024.0));
+    if (!docs.empty())
+      std::printf("documents: %d pages rendered in %.0f ms (each run; before the vision encode, not in first token)\n",
+                  document_pages, median(render_ms));
     if (!video_files.empty())
       std::printf("video: decode + sample + resize %.0f ms | %d frames | %d video tokens\n", median(video_ms),
                   last.video_frames, last.video_tokens);

@@ -34,6 +34,7 @@ void on_sigint(int) { g_interrupted.store(true); }
 
 constexpr const char* kHelp =
     "  /image PATH   attach a picture (JPEG, PNG, WebP, GIF, BMP, PPM) to your next message\n"
+    "  /file PATH [PAGES]  attach a PDF's pages (all, or e.g. 1-3,7) to your next message\n"
     "  /video PATH   attach a video clip (MP4, WebM, MKV, MOV, animated GIF/WebP) to your next message\n"
     "  /clear        forget the conversation (the system message stays)\n"
     "  \"\"\"           a message of several lines: start and end it with \"\"\"\n"
@@ -73,6 +74,14 @@ int cmd_chat(const Args& args) {
   add_image_size_options(cli, opts.image.min_pixels, opts.image.max_pixels);
   ImageDecodeLimits decode;
   add_image_page_option(cli, decode.page);
+  std::vector<std::string> doc_paths;
+  std::string doc_pages;
+  DocumentOptions doc_options;
+  cli.add_option("--file", doc_paths, "a PDF document for the first message: its pages go to the model as images "
+                 "(repeatable; /file PATH [PAGES] attaches one later)")
+      ->type_name("FILE")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->allow_extra_args(false);
+  cli.add_option("--pages", doc_pages, "the pages of each --file to send, e.g. 1-3,7 (default: all)")->type_name("PAGES");
+  add_document_options(cli, doc_options);
   if (auto rc = cli.parse_args(args)) return *rc;
   const std::string& cmd = cli.command();
   {
@@ -81,10 +90,18 @@ int cmd_chat(const Args& args) {
     model_dir = *dir;
   }
   std::vector<ImageRGB> pending;  // attached to the next user message
+  std::vector<ContentPart> pending_parts;  // their parts, in order: an image, or a document page's label and image
   for (const std::string& path : image_paths) {
     auto img = load_image_file(path, decode);
     if (!img.ok()) return fail(cmd, img.status().message());
     pending.push_back(std::move(img).value());
+    pending_parts.push_back({ContentPart::Kind::kImage, ""});
+  }
+  std::vector<DocumentFile> first_docs;  // checked before the model loads, rendered after
+  for (const std::string& path : doc_paths) {
+    auto doc = open_document_file(path, doc_pages, doc_options);
+    if (!doc.ok()) return fail(cmd, doc.status().message());
+    first_docs.push_back(std::move(doc).value());
   }
 
   const bool interactive = isatty(STDIN_FILENO);
@@ -116,6 +133,26 @@ int cmd_chat(const Args& args) {
     std::fputs("Type a message (\"\"\" for several lines); /help for commands.\n", stderr);
   }
   LineEditor editor(interactive, interactive ? chat_history_path() : "");
+  PageCache page_cache(size_t{256} << 20);
+  int64_t pending_tokens = 0;  // image tokens of the pending documents' pages
+  // A document's pages attached to the next message, rendered now (each within what the context has left).
+  auto attach_document = [&](const DocumentFile& doc) -> Status {
+    GenerateOptions bounds;
+    bounds.image = opts.image;
+    const PreprocessOptions o = image_options(bounds, 0, (*model)->image_config());
+    QVL_ASSIGN_OR_RETURN(RenderedPages r, render_document_file(doc, (*model)->image_config(), o, doc_options,
+                                                               opts.context - pending_tokens, &page_cache));
+    int64_t tokens = 0;
+    for (const PagePlan& p : r.plans) tokens += p.tokens;
+    pending_tokens += tokens;
+    append_page_parts(pending_parts, r.plans);
+    for (ImageRGB& img : r.images) pending.push_back(std::move(img));
+    std::fprintf(stderr, "(attached %s: %s at %.0f DPI, %lld image tokens; rendered in %.2f s)\n", doc.path.c_str(),
+                 describe_pages(r.plans).c_str(), r.plans[0].dpi, static_cast<long long>(tokens), r.seconds);
+    return Status::Ok();
+  };
+  for (const DocumentFile& doc : first_docs)
+    if (Status s = attach_document(doc); !s.ok()) return fail(cmd, s.message());
 
   ImageCache image_cache(size_t{256} << 20);
   PrefixCache prefix_cache(size_t{512} << 20);
@@ -158,6 +195,8 @@ int cmd_chat(const Args& args) {
     if (text == "/clear") {
       reset();
       pending.clear();
+      pending_parts.clear();
+      pending_tokens = 0;
       pending_videos.clear();
       std::fputs("(conversation cleared)\n", stderr);
       continue;
@@ -175,6 +214,24 @@ int cmd_chat(const Args& args) {
       }
       std::fprintf(stderr, "(attached %s, %dx%d)\n", path.c_str(), img->width, img->height);
       pending.push_back(std::move(img).value());
+      pending_parts.push_back({ContentPart::Kind::kImage, ""});
+      continue;
+    }
+    if (text.rfind("/file", 0) == 0) {
+      // /file PATH [PAGES]: the last word is the selection when it reads as one (digits, commas, dashes).
+      std::string path = trim(text.substr(5)), pages;
+      if (const size_t sp = path.find_last_of(' '); sp != std::string::npos &&
+          path.find_first_not_of("0123456789,-", sp + 1) == std::string::npos) {
+        pages = path.substr(sp + 1);
+        path = trim(path.substr(0, sp));
+      }
+      if (path.empty()) {
+        std::fputs("usage: /file PATH [PAGES]   (a PDF; PAGES like 1-3,7, default all)\n", stderr);
+        continue;
+      }
+      auto doc = open_document_file(path, pages, doc_options);
+      Status s = doc.ok() ? attach_document(*doc) : doc.status();
+      if (!s.ok()) std::fprintf(stderr, "%s\n", s.message().c_str());
       continue;
     }
     if (text.rfind("/video", 0) == 0) {
@@ -206,9 +263,13 @@ int cmd_chat(const Args& args) {
     }
 
     const size_t attached = pending.size(), attached_videos = pending_videos.size();
-    messages.push_back(user_message(attached, attached_videos, text));
+    ChatMessage user = user_message(0, attached_videos, text);
+    user.content_parts.insert(user.content_parts.begin(), pending_parts.begin(), pending_parts.end());
+    messages.push_back(std::move(user));
     for (ImageRGB& img : pending) images.push_back(std::move(img));
     pending.clear();
+    pending_parts.clear();
+    pending_tokens = 0;
     for (auto& v : pending_videos) videos.push_back(std::move(v));
     pending_videos.clear();
 

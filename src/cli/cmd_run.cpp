@@ -6,6 +6,7 @@
 
 #include "cli/model_arg.h"
 #include "cli/options.h"
+#include "engine/documents.h"
 #include "engine/generate.h"
 #include "io/npy.h"
 #include "kernels/kernels.h"
@@ -53,6 +54,14 @@ int cmd_run(const Args& args) {
   add_image_page_option(cli, decode.page);
   VideoArgs video;
   add_video_options(cli, video);
+  std::vector<std::string> doc_paths;
+  std::string doc_pages;
+  DocumentOptions doc_options;
+  cli.add_option("--file", doc_paths, "a PDF document: its pages go to the model as images, \"Page n: \" before each "
+                 "(repeatable)")
+      ->type_name("FILE")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->allow_extra_args(false);
+  cli.add_option("--pages", doc_pages, "the pages of each --file to send, e.g. 1-3,7 (default: all)")->type_name("PAGES");
+  add_document_options(cli, doc_options);
   cli.add_option("--dump", dump_dir, "write every named intermediate as .npy, and generated_ids.json, into DIR")
       ->type_name("DIR");
   if (auto rc = cli.parse_args(args)) return *rc;
@@ -71,6 +80,13 @@ int cmd_run(const Args& args) {
     auto img = load_image_file(path, decode);
     if (!img.ok()) return fail(cmd, img.status().message());
     images.push_back(std::move(img).value());
+  }
+  // Documents: read and their page lists checked (a confined pdfinfo) before the model loads.
+  std::vector<DocumentFile> docs;
+  for (const std::string& path : doc_paths) {
+    auto doc = open_document_file(path, doc_pages, doc_options);
+    if (!doc.ok()) return fail(cmd, doc.status().message());
+    docs.push_back(std::move(doc).value());
   }
   // Videos: read and probed before the model loads (a bad file fails first), decoded after (the model's
   // video_preprocessor_config.json decides the sampling and size).
@@ -107,7 +123,28 @@ int cmd_run(const Args& args) {
     s.content_string = system;
     messages.push_back(s);
   }
-  messages.push_back(user_message(images.size(), video_files.size(), prompt));
+  ChatMessage user = user_message(images.size(), video_files.size(), prompt);
+  if (!docs.empty()) {
+    // The documents' pages after the images: "Page n: " and the page, each (engine/documents.h).
+    GenerateOptions bounds;
+    bounds.image = opts.image;
+    const PreprocessOptions o = image_options(bounds, 0, (*model)->image_config());
+    std::vector<ContentPart> pages;
+    const size_t image_files = images.size();
+    int64_t tokens = 0;
+    for (const DocumentFile& doc : docs) {
+      auto r = render_document_file(doc, (*model)->image_config(), o, doc_options, opts.context - tokens, nullptr);
+      if (!r.ok()) return fail(cmd, r.status().message());
+      for (const PagePlan& p : r->plans) tokens += p.tokens;
+      std::fprintf(stderr, "%s: %s rendered at %.0f DPI in %.2f s\n", doc.path.c_str(), describe_pages(r->plans).c_str(),
+                   r->plans[0].dpi, r->seconds);
+      append_page_parts(pages, r->plans);
+      for (ImageRGB& img : r->images) images.push_back(std::move(img));
+    }
+    user.content_parts.insert(user.content_parts.begin() + static_cast<std::ptrdiff_t>(image_files), pages.begin(),
+                              pages.end());
+  }
+  messages.push_back(std::move(user));
   std::vector<std::shared_ptr<const PreprocessedVideo>> videos;
   video.options.max_tokens = opts.context;
   for (size_t k = 0; k < video_files.size(); ++k) {

@@ -112,6 +112,10 @@ int cmd_serve(const std::vector<std::string>& args) {
       ->type_name("MIB")->check(integer_in(0, 1 << 20))->default_str(std::to_string(o.response_store_mb));
   add_context_options(cli, o.context, o.kv_type);
   add_image_size_options(cli, o.min_pixels, o.max_pixels);
+  add_document_options(cli, o.documents);
+  cli.add_option("--page-cache-mb", o.page_cache_mb,
+                 "rendered PDF pages kept so follow-up questions about a document render nothing again (MiB; 0: none)")
+      ->type_name("MIB")->check(integer_in(0, 1 << 24))->default_str(std::to_string(o.page_cache_mb));
   cli.add_option("--timeout", o.timeout_s, "per request, queueing included; 0: none")->check(seconds_in(1e7))
       ->type_name("SEC")->default_str("600");
   cli.add_option("--queue", o.queue, "requests waiting for a slot; more get 503")->type_name("N")

@@ -325,6 +325,21 @@ void add_image_size_options(CLI::App& app, int64_t& min_pixels, int64_t& max_pix
       ->default_str(shown(max_pixels));
 }
 
+void add_document_options(CLI::App& app, DocumentOptions& o) {
+  app.add_option("--pdf-max-dpi", o.max_dpi,
+                 "PDF pages are rendered at the DPI that fits the image budget (max_pixels), never finer than this")
+      ->type_name("DPI")->check(integer_in(18, 600))->default_str(std::to_string(o.max_dpi));
+  app.add_option("--pdf-max-pages", o.max_pages_per_request, "PDF pages one request may send, all documents together")
+      ->type_name("N")->check(integer_in(1, 2000))->default_str(std::to_string(o.max_pages_per_request));
+  app.add_option("--pdf-page-timeout", o.pdf.render_timeout_s,
+                 "time (wall clock and CPU) the confined renderer may take for one PDF page")
+      ->type_name("SEC")->check(CLI::Range(0.5, 600.0))->default_str("20");
+  app.add_option_function<int64_t>(
+         "--pdf-worker-memory-mb", [&o](int64_t mb) { o.pdf.worker_memory_bytes = static_cast<uint64_t>(mb) << 20; },
+         "address space of each confined PDF renderer (MiB)")
+      ->type_name("MIB")->check(integer_in(64, 1 << 20))->default_str(std::to_string(o.pdf.worker_memory_bytes >> 20));
+}
+
 void add_image_page_option(CLI::App& app, int& page) {
   app.add_option("--page", page, "the page of a multi-page image file (TIFF) to read, counting from 0")
       ->type_name("N")

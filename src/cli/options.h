@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/cli.h"
+#include "engine/documents.h"
 #include "engine/generate.h"
 #include "model/gguf_export.h"
 #include "model/video_processor.h"
@@ -76,6 +77,8 @@ void add_context_options(CLI::App& app, int64_t& context, KVType& kv_type);
 void add_image_size_options(CLI::App& app, int64_t& min_pixels, int64_t& max_pixels);
 // --page N: the page of multi-page image files (TIFF) that --image reads; 0, the first, by default.
 void add_image_page_option(CLI::App& app, int& page);
+// PDF documents: --pdf-max-dpi, --pdf-max-pages, --pdf-page-timeout, --pdf-worker-memory-mb.
+void add_document_options(CLI::App& app, DocumentOptions& o);
 
 // ---- Prompt: --image/-i FILE, -p/--prompt TEXT ------------------------------------------------------------
 CLI::Option* add_image_option(CLI::App& app, std::vector<std::string>& images);  // repeatable, in order

@@ -56,6 +56,9 @@ struct ImageHeader {
 // "image is 20000x20000 = 400000000 pixels, over the limit of 100000000").
 Result<ImageRGB> decode_image(std::span<const uint8_t> bytes, const ImageDecodeLimits& limits = {});
 
+// Baseline JPEG bytes of an image (libjpeg-turbo), quality 1..100: previews such as a document's page thumbnails.
+Result<std::vector<uint8_t>> encode_jpeg(const ImageRGB& image, int quality = 80);
+
 // Reads and decodes a file; errors are prefixed with the path.
 Result<ImageRGB> load_image_file(const std::string& path, const ImageDecodeLimits& limits = {});
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -224,4 +225,58 @@ Result<Decoded> decode_jpeg(std::span<const uint8_t> bytes, const ImageDecodeLim
 }
 
 }  // namespace codec
+}  // namespace qvl
+
+namespace qvl {
+
+namespace {
+
+struct JpegWriteState {
+  jpeg_compress_struct cinfo;
+  jpeg_error_mgr err;
+  jmp_buf jmp;
+};
+
+void jpeg_write_error(j_common_ptr c) { std::longjmp(static_cast<JpegWriteState*>(c->client_data)->jmp, 1); }
+
+}  // namespace
+
+Result<std::vector<uint8_t>> encode_jpeg(const ImageRGB& image, int quality) {
+  if (image.width < 1 || image.height < 1 ||
+      image.pixels.size() != static_cast<size_t>(image.width) * static_cast<size_t>(image.height) * 3)
+    return Status::Error("encode_jpeg: expected " + std::to_string(image.width) + " x " + std::to_string(image.height) +
+                         " RGB pixels");
+  // Written into libjpeg's own buffer (jpeg_mem_dest), copied out at the end: nothing of ours is live across
+  // the longjmp an error makes.
+  JpegWriteState s;
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  s.cinfo.err = jpeg_std_error(&s.err);
+  s.err.error_exit = jpeg_write_error;
+  s.cinfo.client_data = &s;
+  if (setjmp(s.jmp)) {
+    jpeg_destroy_compress(&s.cinfo);
+    std::free(buf);
+    return Status::Error("encode_jpeg: libjpeg failed");
+  }
+  jpeg_create_compress(&s.cinfo);
+  jpeg_mem_dest(&s.cinfo, &buf, &size);
+  s.cinfo.image_width = static_cast<JDIMENSION>(image.width);
+  s.cinfo.image_height = static_cast<JDIMENSION>(image.height);
+  s.cinfo.input_components = 3;
+  s.cinfo.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&s.cinfo);
+  jpeg_set_quality(&s.cinfo, std::clamp(quality, 1, 100), TRUE);
+  jpeg_start_compress(&s.cinfo, TRUE);
+  while (s.cinfo.next_scanline < s.cinfo.image_height) {
+    JSAMPROW row = const_cast<JSAMPROW>(image.pixels.data() + static_cast<size_t>(s.cinfo.next_scanline) * image.width * 3);
+    jpeg_write_scanlines(&s.cinfo, &row, 1);
+  }
+  jpeg_finish_compress(&s.cinfo);
+  std::vector<uint8_t> out(buf, buf + size);
+  jpeg_destroy_compress(&s.cinfo);
+  std::free(buf);
+  return out;
+}
+
 }  // namespace qvl

@@ -322,6 +322,51 @@ std::optional<ApiError> load_image_for_request(const ApiContext& ctx, ImageBudge
     if (budget.busy()) return ApiError{503, img.status().message(), "busy", where, 2};
     return ApiError{400, img.status().message(), "invalid_image", where};
   }
+  return fit_to_model(ctx, budget, options, k, std::move(img), where, out);
+}
+
+namespace {
+
+// PDF pages rendering at once in this process (each a worker process with up to --pdf-worker-memory-mb).
+std::counting_semaphore<>& page_renderers() {
+  static std::counting_semaphore<> gate(2);
+  return gate;
+}
+
+}  // namespace
+
+std::optional<ApiError> load_page_for_request(const ApiContext& ctx, ImageBudget& budget, GenerateOptions& options,
+                                              size_t k, const LoadedDocument& doc, const RequestImage& page,
+                                              std::chrono::steady_clock::time_point deadline, ImageRGB& out) {
+  const Model* model = ctx.scheduler.model();
+  const ImageProcessorConfig pc = model ? model->image_config() : ImageProcessorConfig{};
+  const PreprocessOptions o = image_options(options, k, pc);
+  budget.set_bounds(o.min_pixels, o.max_pixels, o.resized_height, o.resized_width);
+  const std::string where = page.where + " (page " + std::to_string(page.plan.number) + ")";
+  // Counted against the context (with the request's other images) and given its memory before it is rendered.
+  auto admitted = budget.admit_size(page.plan.width, page.plan.height);
+  if (!admitted.ok()) {
+    if (budget.busy()) return ApiError{503, admitted.status().message(), "busy", page.where, 2};
+    return ApiError{400, where + ": " + admitted.status().message(), "invalid_pages", page.where};
+  }
+  std::shared_ptr<const ImageRGB> pixels;
+  if (ctx.page_cache) pixels = ctx.page_cache->find_page(doc.key, page.plan);
+  if (!pixels) {
+    if (!page_renderers().try_acquire_until(deadline))
+      return ApiError{503, "the server is busy rendering other documents' pages; retry in a few seconds", "busy", page.where, 2};
+    auto rendered = render_document_page(doc.bytes, doc.key, *doc.info, page.plan, ctx.page_cache, ctx.documents);
+    page_renderers().release();
+    if (!rendered.ok()) return ApiError{422, page.where + ": " + rendered.status().message(), "invalid_document", page.where};
+    pixels = *rendered;
+  }
+  return fit_to_model(ctx, budget, options, k, Result<ImageRGB>(ImageRGB(*pixels)), where, out);
+}
+
+std::optional<ApiError> fit_to_model(const ApiContext& ctx, ImageBudget& budget, GenerateOptions& options, size_t k,
+                                     Result<ImageRGB> img, const std::string& where, ImageRGB& out) {
+  const Model* model = ctx.scheduler.model();
+  const ImageProcessorConfig pc = model ? model->image_config() : ImageProcessorConfig{};
+  const PreprocessOptions o = image_options(options, k, pc);
   // Resized now to the size the model sees (preprocess_size and the resize the session runs), so the
   // full-size pixels go before the next image decodes. The image's options then ask for that exact size, so
   // the session's preprocessing finds it at its size (the identity); where that would not give the same size
@@ -412,7 +457,8 @@ std::optional<ApiError> make_inference_request(const ApiContext& ctx,
                                                const std::vector<std::pair<std::string, std::string>>& images,
                                                std::vector<ChatMessage> messages, GenerateOptions options,
                                                InferenceRequest& out, const std::vector<int>& pages,
-                                               const std::vector<VideoRef>& videos) {
+                                               const std::vector<VideoRef>& videos,
+                                               const std::vector<DocumentRef>& documents) {
   ImageBudget budget = image_budget(ctx, options);
   const Model* model = ctx.scheduler.model();
   {  // URLs cost a fetch each (up to --media-url-timeout): a request names a few at most
@@ -431,27 +477,41 @@ std::optional<ApiError> make_inference_request(const ApiContext& ctx,
     size_t urls = 0;
     for (const auto& [ref, where] : images) urls += is_url(ref);
     for (const VideoRef& v : videos) urls += is_url(v.ref);
+    for (const DocumentRef& d : documents) urls += is_url(d.ref);
     if (urls > kMaxUrlsPerRequest)
       return ApiError{400, "the request names " + std::to_string(urls) + " image and video URLs; at most " +
                                std::to_string(kMaxUrlsPerRequest) + " are fetched per request (send the others inline)",
                       "too_many_urls"};
   }
   // A text model (a GGUF served without its vision file) refuses images before any is decoded.
-  if (model && !model->has_vision() && (!images.empty() || !videos.empty()))
-    return ApiError{400, no_vision_error(*model, images.size(), videos.size()).message(), "model_has_no_vision",
-                    images.empty() ? videos[0].where : images[0].second};
+  if (model && !model->has_vision() && (!images.empty() || !videos.empty() || !documents.empty()))
+    return ApiError{400, no_vision_error(*model, images.size() + documents.size(), videos.size()).message(),
+                    "model_has_no_vision",
+                    !images.empty() ? images[0].second : !documents.empty() ? documents[0].where : videos[0].where};
   // Images and videos are decoded here, in the HTTP worker, before the request is queued: only when the model
   // is loaded and the queue has room (a request the queue would refuse decodes nothing).
-  if (!images.empty() || !videos.empty()) {
+  if (!images.empty() || !videos.empty() || !documents.empty()) {
     if (auto e = check_queue_room(ctx)) return e;
   }
   const auto deadline = request_deadline(ctx);
   budget.use_memory(ctx.decode_memory, deadline);
+  std::vector<RequestImage> all(images.size());
   for (size_t k = 0; k < images.size(); ++k) {
-    const auto& [ref, where] = images[k];
+    all[k].ref = images[k].first;
+    all[k].where = images[k].second;
+    all[k].page = k < pages.size() ? pages[k] : 0;
+  }
+  std::vector<LoadedDocument> docs;
+  if (auto e = expand_documents(ctx, documents, messages, options, all, docs)) return e;
+  for (size_t k = 0; k < all.size(); ++k) {
+    const RequestImage& ri = all[k];
     ImageRGB img;
-    if (auto e = load_image_for_request(ctx, budget, options, k, ref, where, k < pages.size() ? pages[k] : 0, false, img))
+    if (ri.document >= 0) {
+      if (auto e = load_page_for_request(ctx, budget, options, k, docs[static_cast<size_t>(ri.document)], ri, deadline, img))
+        return e;
+    } else if (auto e = load_image_for_request(ctx, budget, options, k, ri.ref, ri.where, ri.page, false, img)) {
       return e;
+    }
     out.images.push_back(std::move(img));
   }
   int64_t video_tokens = 0;

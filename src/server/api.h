@@ -13,6 +13,7 @@
 
 #include "server/http/request.h"
 #include "server/http/router.h"
+#include "server/document_input.h"
 #include "server/image_input.h"
 #include "server/metrics.h"
 #include "server/options.h"
@@ -35,6 +36,8 @@ struct ApiContext {
   GenerateOptions defaults;
   DecodeMemory* decode_memory = nullptr;  // the server's budget of image and video decode memory (null: none)
   ResponseStore* responses = nullptr;     // the Responses API's stored responses (null: none kept)
+  DocumentOptions documents;              // PDF limits: DPI, pages a request, the renderer's limits
+  PageCache* page_cache = nullptr;        // documents' page lists and rendered pages (null: none kept)
 };
 
 // A failure to answer, in terms every API family can shape.
@@ -134,6 +137,14 @@ std::chrono::steady_clock::time_point request_deadline(const ApiContext& ctx);
 std::optional<ApiError> load_image_for_request(const ApiContext& ctx, ImageBudget& budget, GenerateOptions& options,
                                                size_t k, std::string_view ref, const std::string& where, int page,
                                                bool raw_bytes, ImageRGB& out);
+// The same for a document's page: admitted by its planned size, then taken from the page cache or rendered by
+// a confined worker (at most two at once; waiting past `deadline` is a 503); a failed render is a 422.
+std::optional<ApiError> load_page_for_request(const ApiContext& ctx, ImageBudget& budget, GenerateOptions& options,
+                                              size_t k, const LoadedDocument& doc, const RequestImage& page,
+                                              std::chrono::steady_clock::time_point deadline, ImageRGB& out);
+// Image k, decoded or rendered, resized to the size the model sees (its options then ask for that size).
+std::optional<ApiError> fit_to_model(const ApiContext& ctx, ImageBudget& budget, GenerateOptions& options, size_t k,
+                                     Result<ImageRGB> img, const std::string& where, ImageRGB& out);
 
 inline constexpr size_t kMaxUrlsPerRequest = 8;  // image and video URLs fetched for one request
 
@@ -142,11 +153,15 @@ inline constexpr size_t kMaxUrlsPerRequest = 8;  // image and video URLs fetched
 // pages[k], where given: the page of a multi-page file (TIFF) image k is read from.
 // videos: read, probed against the decode limits, sampled and preprocessed here (their tokens bounded by what
 // the context has left after the images); a bad video is a 400 naming where it is.
+// documents: the request's documents in prompt order (the kDocument parts of its user and tool messages),
+// expanded into page images (server/document_input.h) and rendered here, each page admitted against the
+// context before it is rendered.
 std::optional<ApiError> make_inference_request(const ApiContext& ctx,
                                                const std::vector<std::pair<std::string, std::string>>& images,
                                                std::vector<ChatMessage> messages, GenerateOptions options,
                                                InferenceRequest& out, const std::vector<int>& pages = {},
-                                               const std::vector<VideoRef>& videos = {});
+                                               const std::vector<VideoRef>& videos = {},
+                                               const std::vector<DocumentRef>& documents = {});
 
 // Submits the request and waits, checking the client every 100 ms, until the model has read the prompt.
 // So a request the engine refuses (a prompt over the context) gets a 4xx even when it asked to stream.
@@ -178,5 +193,6 @@ void add_legacy_routes(http::Router& routes, ApiContext& ctx);
 void add_completion_routes(http::Router& routes, ApiContext& ctx);  // /v1/completions
 void add_tokenize_routes(http::Router& routes, ApiContext& ctx);    // /tokenize, /detokenize, /apply-template
 void add_responses_routes(http::Router& routes, ApiContext& ctx);   // /v1/responses, /v1/responses/{id}
+void add_document_routes(http::Router& routes, ApiContext& ctx);    // /v1/documents/pages (PDF page previews)
 
 }  // namespace qvl::server

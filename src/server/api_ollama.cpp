@@ -93,7 +93,7 @@ void generate(ApiContext& ctx, const http::Request& req, http::Response& res, bo
   }
 
   InferenceRequest ir;  // Ollama's error shape has no code or param: only the message shows
-  if (auto e = make_inference_request(ctx, r.images, std::move(r.messages), std::move(r.options), ir, {}, r.videos)) return fail(*e);
+  if (auto e = make_inference_request(ctx, r.images, std::move(r.messages), std::move(r.options), ir, {}, r.videos, r.documents)) return fail(*e);
   const http::PeerWatch& watch = req.peer;
   Admitted a = submit_and_wait_start(ctx, std::move(ir), watch);
   if (a.error) return fail(*a.error);

@@ -52,7 +52,7 @@ void chat_completions(ApiContext& ctx, const http::Request& req, http::Response&
   const bool thinking = chat_template(ctx) == ChatTemplateKind::kThinking, show = *reasoning;
 
   InferenceRequest ir;
-  if (auto e = make_inference_request(ctx, r.images, std::move(r.messages), std::move(r.options), ir, r.pages, r.videos)) return fail(*e);
+  if (auto e = make_inference_request(ctx, r.images, std::move(r.messages), std::move(r.options), ir, r.pages, r.videos, r.documents)) return fail(*e);
 
   const std::string model = r.model.empty() ? ctx.options.model_id : r.model;
   const std::string id = random_id("chatcmpl-");

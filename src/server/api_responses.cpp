@@ -210,7 +210,7 @@ void create_response(ApiContext& ctx, const http::Request& req, http::Response& 
 
   InferenceRequest ir;
   if (auto e = make_inference_request(ctx, r.chat.images, std::move(r.chat.messages), std::move(r.chat.options), ir,
-                                      r.chat.pages, r.chat.videos))
+                                      r.chat.pages, r.chat.videos, r.chat.documents))
     return fail(*e);
   const std::string id = random_id("resp_");
   json base{{"id", id}, {"object", "response"}, {"created_at", unix_now()}, {"status", "in_progress"},

@@ -16,12 +16,13 @@ struct Entry {
   Asset asset;
 };
 
-constexpr std::array<Entry, 8> kAssets{{
+constexpr std::array<Entry, 9> kAssets{{
     {"/", {"text/html; charset=utf-8", kEmbed_index_html}},
     {"/index.html", {"text/html; charset=utf-8", kEmbed_index_html}},
     {"/app.js", {"text/javascript; charset=utf-8", kEmbed_app_js}},
     {"/render.js", {"text/javascript; charset=utf-8", kEmbed_render_js}},
     {"/conversations.js", {"text/javascript; charset=utf-8", kEmbed_conversations_js}},
+    {"/documents.js", {"text/javascript; charset=utf-8", kEmbed_documents_js}},
     {"/style.css", {"text/css; charset=utf-8", kEmbed_style_css}},
     {"/favicon.svg", {"image/svg+xml", kEmbed_favicon_svg}},
     {"/favicon.ico", {"image/svg+xml", kEmbed_favicon_svg}},  // browsers ask for it by this name

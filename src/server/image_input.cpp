@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "io/pdf.h"
 #include "model/image_processor.h"
 #include "util/file.h"
 
@@ -352,6 +353,67 @@ Result<std::vector<uint8_t>> load_request_video_bytes(std::string_view ref_in, c
   auto bytes = read_file_bytes(*file, policy.max_video_file_bytes);
   if (!bytes.ok()) return Status::Error(where + ": cannot read video " + quote(path) + ": " + bytes.status().message());
   return bytes;
+}
+
+bool base64_is_pdf(std::string_view b64) {
+  std::string head;
+  for (char c : trim(b64)) {
+    if (std::isspace(static_cast<unsigned char>(c))) continue;
+    head += c;
+    if (head.size() >= 1368) break;  // 1,026 bytes: where readers look for %PDF-
+  }
+  head.resize(head.size() / 4 * 4);
+  auto bytes = base64_decode(head);
+  return bytes.ok() && is_pdf(*bytes);
+}
+
+Result<std::vector<uint8_t>> load_request_document_bytes(std::string_view ref_in, const ImagePolicy& policy,
+                                                         const std::string& where) {
+  const std::string_view ref = trim(ref_in);
+  if (ref.empty()) return Status::Error(where + ": empty document; expected a data: URI or base64 PDF data");
+  auto checked = [&](std::vector<uint8_t> bytes) -> Result<std::vector<uint8_t>> {
+    if (!is_pdf(bytes))
+      return Status::Error(where + ": not a PDF (no %PDF- header in its first 1,024 bytes); documents are PDF files, "
+                           "send pictures as image parts");
+    return bytes;
+  };
+  if (starts_with_ci(ref, "data:")) {
+    QVL_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, decode_data_uri(ref, where, "data:application/pdf;base64,<data>"));
+    return checked(std::move(bytes));
+  }
+  if (starts_with_ci(ref, "http://") || starts_with_ci(ref, "https://")) {
+    if (!policy.urls || !policy.urls->enabled())
+      return Status::Error(where + ": document URLs are not fetched (got " + quote(ref) +
+                           "); send the file inline as a data: URI (data:application/pdf;base64,...) (a server started "
+                           "with --allow-media-urls HOST fetches URLs of HOST)");
+    QVL_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
+                         policy.urls->fetch(ref, MediaFetcher::Kind::kDocument, policy.max_file_bytes, where));
+    return checked(std::move(bytes));
+  }
+  std::string_view path = ref;
+  bool is_path = false;
+  if (starts_with_ci(ref, "file://")) {
+    QVL_ASSIGN_OR_RETURN(path, file_uri_path(ref, where));
+    is_path = true;
+  }
+  if (path.find('\0') != std::string_view::npos)
+    return Status::Error(where + ": the document reference has a NUL byte; a path or URI never does");
+  if (!is_path) {
+    const bool path_like = ref.size() <= 4096 && ref.find('\n') == std::string_view::npos;
+    if (!path_like || base64_is_pdf(ref)) {
+      auto bytes = base64_decode(ref);
+      if (!bytes.ok()) return bytes.status().with_context(where);
+      return checked(std::move(bytes).value());
+    }
+    if (policy.image_dir.empty())
+      return Status::Error(where + ": " + quote(ref) + " is not base64 PDF data, and local paths are not allowed "
+                           "(start the server with --media-dir DIR to read files from DIR)");
+  }
+  auto file = resolve_image_path(path, policy);
+  if (!file.ok()) return file.status().with_context(where);
+  auto bytes = read_file_bytes(*file, policy.max_file_bytes);
+  if (!bytes.ok()) return Status::Error(where + ": cannot read document " + quote(path) + ": " + bytes.status().message());
+  return checked(std::move(bytes).value());
 }
 
 }  // namespace qvl::server

@@ -63,6 +63,9 @@ class ImageBudget {
   void set_bounds(int64_t min_pixels, int64_t max_pixels, int64_t resized_height = -1, int64_t resized_width = -1);
   // The page of a multi-page file (TIFF) the next image is read from.
   void set_page(int page) { page_ = page; }
+  // Admits an image made here rather than decoded (a document's page, before it is rendered) by its size: the
+  // same context check and decode-memory reservation as a decoded image's header.
+  Result<int64_t> admit_size(int64_t width, int64_t height) { return admit(width, height); }
 
  private:
   Result<int64_t> admit(int64_t width, int64_t height);
@@ -114,5 +117,13 @@ Result<std::vector<uint8_t>> load_request_video_bytes(std::string_view ref, cons
 // Whether base64 text starts with a video container's bytes (an Ollama "images" entry may carry a clip):
 // only the first few hundred characters are decoded.
 bool base64_is_video(std::string_view b64);
+
+// Whether base64 text starts with a PDF (an Ollama "images" entry may carry a document).
+bool base64_is_pdf(std::string_view b64);
+
+// The bytes of one document reference (a PDF): "data:application/pdf;base64,...", bare base64, "file:///..." or
+// a file name inside policy.image_dir (--media-dir), or an allowed http(s) URL; refused unless it is a PDF.
+Result<std::vector<uint8_t>> load_request_document_bytes(std::string_view ref, const ImagePolicy& policy,
+                                                         const std::string& where);
 
 }  // namespace qvl::server

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "io/image.h"
+#include "io/pdf.h"
 #include "io/video.h"
 
 namespace qvl::server {
@@ -186,7 +187,7 @@ void MediaFetcher::remember(Cached c) {
 
 Result<std::vector<uint8_t>> MediaFetcher::fetch(std::string_view url_in, Kind kind, uint64_t max_bytes,
                                                  const std::string& where) {
-  const char* what = kind == Kind::kImage ? "image" : "video";
+  const char* what = kind == Kind::kImage ? "image" : kind == Kind::kVideo ? "video" : "document";
   auto fail = [&](const std::string& why) {
     return Status::Error(where + ": the " + std::string(what) + " URL " + quoted_url(url_in) + " was not fetched: " + why);
   };
@@ -300,10 +301,11 @@ Result<std::vector<uint8_t>> MediaFetcher::fetch(std::string_view url_in, Kind k
     }
     if (status != 200) return fail("HTTP " + std::to_string(status));
     // Sniffed before any decoder sees it.
-    const bool ok = kind == Kind::kImage ? detect_image_format(t.body) != ImageFormat::kUnknown
-                                         : (looks_like_video(t.body) || detect_image_format(t.body) == ImageFormat::kGif ||
-                                            (t.body.size() >= 4 && std::memcmp(t.body.data(), "OggS", 4) == 0));
-    if (!ok) return fail(std::string("the body is not ") + (kind == Kind::kImage ? "an image" : "a video") + " (" +
+    const bool ok = kind == Kind::kImage      ? detect_image_format(t.body) != ImageFormat::kUnknown
+                    : kind == Kind::kDocument ? is_pdf(t.body)
+                                              : (looks_like_video(t.body) || detect_image_format(t.body) == ImageFormat::kGif ||
+                                                 (t.body.size() >= 4 && std::memcmp(t.body.data(), "OggS", 4) == 0));
+    if (!ok) return fail(std::string("the body is not ") + (kind == Kind::kImage ? "an image" : kind == Kind::kVideo ? "a video" : "a PDF") + " (" +
                          std::to_string(t.body.size()) + " bytes of something else)");
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -34,7 +34,7 @@ class MediaFetcher {
   explicit MediaFetcher(MediaUrlOptions options);
   bool enabled() const { return !options_.allowed_hosts.empty(); }
 
-  enum class Kind { kImage, kVideo };
+  enum class Kind { kImage, kVideo, kDocument };  // kDocument: a PDF
   // The body of an http(s) URL, at most max_bytes, that sniffs as `kind`; an error names `where` and says why
   // (host not allowed, address refused, too large, too slow, not an image, HTTP status). At most 4 fetches run
 // at once; a fifth waits up to the time limit.

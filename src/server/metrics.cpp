@@ -168,6 +168,12 @@ std::string Metrics::render(const Gauges& g) const {
   sample(out, "qvl_image_cache_bytes", static_cast<double>(g.image_cache_bytes));
   header(out, "qvl_image_cache_budget_bytes", "gauge", "--image-cache-mb in bytes.");
   sample(out, "qvl_image_cache_budget_bytes", static_cast<double>(g.image_cache_budget));
+  header(out, "qvl_page_cache_hits_total", "counter", "Document pages found rendered in the page cache (not rendered again).");
+  sample(out, "qvl_page_cache_hits_total", static_cast<double>(g.page_cache_hits));
+  header(out, "qvl_document_pages_rendered_total", "counter", "Document pages rendered by the confined PDF worker.");
+  sample(out, "qvl_document_pages_rendered_total", static_cast<double>(g.pages_rendered));
+  header(out, "qvl_page_cache_bytes", "gauge", "Memory of the rendered pages kept (--page-cache-mb).");
+  sample(out, "qvl_page_cache_bytes", static_cast<double>(g.page_cache_bytes));
   header(out, "qvl_prefix_cache_lookups_total", "counter", "Requests that looked for a cached prefix.");
   sample(out, "qvl_prefix_cache_lookups_total", static_cast<double>(g.prefix_cache_lookups));
   header(out, "qvl_prefix_cache_hits_total", "counter", "Requests that reused a cached prefix.");

@@ -49,6 +49,9 @@ struct Gauges {
   size_t image_cache_entries = 0, image_cache_bytes = 0, image_cache_budget = 0;
   uint64_t prefix_cache_lookups = 0, prefix_cache_hits = 0, prefix_cache_reused_tokens = 0, prefix_cache_evictions = 0;
   size_t prefix_cache_entries = 0, prefix_cache_bytes = 0, prefix_cache_budget = 0;
+  // Documents' pages: found rendered in the page cache, rendered by a confined worker.
+  uint64_t page_cache_hits = 0, pages_rendered = 0;
+  size_t page_cache_bytes = 0;
 };
 
 class Metrics {

@@ -91,6 +91,12 @@ Status read_images(const json& obj, const std::string& where, OllamaRequest& r, 
     if (base64_is_video(data)) {
       r.videos.push_back(VideoRef{data, w, {}});
       kinds.push_back(ContentPart::Kind::kVideo);
+    } else if (base64_is_pdf(data)) {
+      DocumentRef d;
+      d.ref = data;
+      d.where = w;
+      r.documents.push_back(std::move(d));
+      kinds.push_back(ContentPart::Kind::kDocument);
     } else {
       r.images.emplace_back(data, w);
       kinds.push_back(ContentPart::Kind::kImage);
@@ -108,7 +114,7 @@ Result<json> to_template_message(const json& m, const std::string& where, Ollama
   std::string content;
   QVL_RETURN_IF_ERROR(read_string(m, "content", content, where));
   std::vector<ContentPart::Kind> kinds;
-  const size_t before = r.images.size(), before_videos = r.videos.size();
+  const size_t before = r.images.size(), before_videos = r.videos.size(), before_docs = r.documents.size();
   QVL_RETURN_IF_ERROR(read_images(m, where, r, kinds));
   size_t n_images = kinds.size();
   // Images of system and assistant messages are dropped, as the chat template drops them.
@@ -116,6 +122,7 @@ Result<json> to_template_message(const json& m, const std::string& where, Ollama
   if (n_images > 0 && !shown) {
     r.images.resize(before);
     r.videos.resize(before_videos);
+    r.documents.resize(before_docs);
     r.warnings.push_back(where + ".images: " + std::to_string(n_images) + " image(s) in a " +
                          (out["role"].is_string() ? out["role"].get<std::string>() : std::string("role-less")) +
                          " message are not shown to the model (the chat template shows images in user and tool "
@@ -127,7 +134,9 @@ Result<json> to_template_message(const json& m, const std::string& where, Ollama
   } else {
     json parts = json::array();
     for (ContentPart::Kind kind : kinds)
-      parts.push_back(json{{"type", kind == ContentPart::Kind::kVideo ? "video" : "image"}});
+      parts.push_back(json{{"type", kind == ContentPart::Kind::kVideo      ? "video"
+                                    : kind == ContentPart::Kind::kDocument ? "file"
+                                                                           : "image"}});
     if (!content.empty()) parts.push_back(json{{"type", "text"}, {"text", content}});
     out["content"] = parts;
   }
@@ -197,6 +206,7 @@ Result<OllamaRequest> parse_ollama_generate(const json& body, const GenerateOpti
   QVL_RETURN_IF_ERROR(read_images(body, "", r, kinds));
   for (auto& img : r.images) img.second = img.second.substr(1);  // "images[0]", not ".images[0]"
   for (auto& v : r.videos) v.where = v.where.substr(1);
+  for (auto& d : r.documents) d.where = d.where.substr(1);
   const size_t n_images = kinds.size();
   empty = prompt.empty() && n_images == 0;
   if (empty) return r;

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/document_input.h"
 #include "server/image_input.h"
 
 #include "engine/generate.h"
@@ -24,6 +25,8 @@ struct OllamaRequest {
   // Entries of "images" whose bytes are a video container (MP4, WebM, ...): Ollama's API has no video field,
   // so a clip sent there is taken as a video part, in prompt order.
   std::vector<VideoRef> videos;
+  // Entries whose bytes are a PDF: every page of the document, as the OpenAI API's file part (server/document_input.h).
+  std::vector<DocumentRef> documents;
   GenerateOptions options;
   bool stream = true;  // Ollama streams unless told not to
   bool logprobs = false;  // "logprobs": true (with "top_logprobs"): each piece carries its tokens' values

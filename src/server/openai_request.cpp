@@ -168,8 +168,16 @@ Status collect_images(const json& messages, ChatCompletionRequest& out) {
         }
         QVL_ASSIGN_OR_RETURN(VideoRef v, video_part(part, where));
         out.videos.push_back(std::move(v));
+      } else if (type == "file") {
+        if (!shown) {
+          out.warnings.push_back(where + ": a document in a " + role + " message is not shown to the model (the chat "
+                                 "template shows images in user and tool messages only); it was dropped");
+          continue;
+        }
+        QVL_ASSIGN_OR_RETURN(DocumentRef d, document_part(part, where));
+        out.documents.push_back(std::move(d));
       } else if (!type.empty() && type != "text") {
-        return Status::Error(where + ".type: '" + type.substr(0, 40) + "' is not supported; use \"text\", \"image_url\" or \"video_url\"");
+        return Status::Error(where + ".type: '" + type.substr(0, 40) + "' is not supported; use \"text\", \"image_url\", \"video_url\" or \"file\"");
       }
     }
   }

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/document_input.h"
 #include "server/image_input.h"
 
 #include "engine/generate.h"
@@ -22,6 +23,7 @@ struct ChatCompletionRequest {
   std::vector<std::pair<std::string, std::string>> images;  // (reference, where), in prompt order
   std::vector<int> pages;  // [images.size()]: the page of a multi-page file (TIFF) each image is read from
   std::vector<VideoRef> videos;  // video parts in prompt order, with their fps and pixel bounds
+  std::vector<DocumentRef> documents;  // file parts (PDFs) of user and tool messages, in prompt order
   GenerateOptions options;
   bool stream = false;
   bool include_usage = false;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/documents.h"
 #include "model/kv_type.h"
 #include "util/status.h"
 
@@ -66,6 +67,8 @@ struct ServerOptions {
   double keep_alive_s = 5;           // an idle connection is closed after this
   bool access_log = false;           // one line per API request on stderr
   PullFn pull;                       // /api/pull's downloader (--allow-pull); null: /api/pull answers 403
+  DocumentOptions documents;         // PDF pages: DPI cap, pages a request, the confined renderer's limits
+  int64_t page_cache_mb = 256;       // documents' rendered pages kept for follow-up questions; 0: none
 };
 
 }  // namespace qvl::server

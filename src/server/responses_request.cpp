@@ -60,9 +60,20 @@ Result<json> content_parts(const json& content, const std::string& where) {
         if (auto it = part.find(key); it != part.end()) out[key] = *it;
       parts.push_back(std::move(out));
     } else if (type == "input_file") {
-      return Status::Error(w + ": documents (input_file) are not supported yet; send each page as an input_image");
+      // As a chat `file` part: file_data (a data: URI), or filename under --media-dir, or file_url where the
+      // server fetches URLs; qvl's pages and per-page sizes beside them.
+      if (auto f = part.find("file_id"); f != part.end() && !f->is_null())
+        return Status::Error(w + ".file_id: not supported (this server has no Files API); send file_data as a data URI "
+                                 "(data:application/pdf;base64,...) or the name of a file under the server's --media-dir");
+      json file = json::object();
+      for (const char* key : {"file_data", "filename", "file_url", "pages"})
+        if (auto it = part.find(key); it != part.end()) file[key] = *it;
+      json out{{"type", "file"}, {"file", std::move(file)}};
+      for (const char* key : {"detail", "min_pixels", "max_pixels"})
+        if (auto it = part.find(key); it != part.end()) out[key] = *it;
+      parts.push_back(std::move(out));
     } else {
-      return Status::Error(w + ".type: '" + clip(type) + "' is not supported; expected input_text, input_image or output_text");
+      return Status::Error(w + ".type: '" + clip(type) + "' is not supported; expected input_text, input_image, input_file or output_text");
     }
   }
   return parts;

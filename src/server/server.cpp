@@ -118,9 +118,13 @@ struct Server::Impl {
         ctx{options, scheduler, metrics, {}, 0, {}},
         decode_memory(options.decode_memory_mb > 0 ? static_cast<uint64_t>(options.decode_memory_mb) << 20
                                                    : DecodeMemory::default_capacity()),
-        responses(static_cast<size_t>(options.response_store_mb) << 20) {
+        responses(static_cast<size_t>(options.response_store_mb) << 20),
+        pages(static_cast<size_t>(options.page_cache_mb) << 20) {
     ctx.decode_memory = &decode_memory;
     ctx.responses = &responses;
+    ctx.documents = options.documents;
+    ctx.documents.pdf.max_file_bytes = options.max_body;  // a document comes in the body (or from --media-dir)
+    ctx.page_cache = &pages;
   }
 
   SchedulerOptions scheduler_options() {
@@ -225,6 +229,7 @@ struct Server::Impl {
   ApiContext ctx;
   DecodeMemory decode_memory;
   ResponseStore responses;
+  PageCache pages;
   std::unique_ptr<MediaFetcher> media;  // --allow-media-urls (null: URLs refused)
   http::Router router;
   std::unique_ptr<http::HttpServer> http;
@@ -323,6 +328,10 @@ void Server::Impl::metrics_page(http::Response& res) {
   g.prefix_cache_entries = c.prefixes.entries;
   g.prefix_cache_bytes = c.prefixes.bytes;
   g.prefix_cache_budget = c.prefixes.budget;
+  const PageCache::Stats pc = pages.stats();
+  g.page_cache_hits = pc.hits;
+  g.pages_rendered = pc.rendered;
+  g.page_cache_bytes = pc.bytes;
   res.set_content(metrics.render(g), "text/plain; version=0.0.4; charset=utf-8");
 }
 
@@ -437,6 +446,7 @@ void Server::Impl::add_routes() {
   add_completion_routes(router, ctx);
   add_tokenize_routes(router, ctx);
   add_responses_routes(router, ctx);
+  add_document_routes(router, ctx);
 }
 
 Server::Server(ServerOptions options, ModelLoader load, std::shared_ptr<const LoadProgress> progress)

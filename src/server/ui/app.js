@@ -1,6 +1,6 @@
-// The chat page's logic: server status, attachments, the streamed OpenAI chat request, the conversation's
-// turns (kept by conversations.js: switch, regenerate, edit and resend, copy), and a small Markdown renderer
-// that escapes all HTML before it adds any formatting of its own.
+// The chat page's logic: server status, attachments (a PDF's own chip: documents.js), the streamed OpenAI chat
+// request, the conversation's turns (kept by conversations.js: switch, regenerate, edit and resend, copy), and
+// a small Markdown renderer that escapes all HTML before it adds any formatting of its own.
 'use strict';
 
 // ---------------------------------------------------------------------------------------------------
@@ -23,20 +23,19 @@ const state = {
   chat: 0,                // which conversation: New chat counts up, so a late answer cannot join the next one
   conversation: Conversations.create(),  // the one shown: {id, title, turns: [{user, assistant}]}
   bubbles: [],            // [{user, assistant}] on screen, one per turn (the answer being written is not yet one)
-  attachments: [],        // {file, thumb (object URL), name, width, height}
+  attachments: [],        // {file, kind, thumb (object URL), name, width, height}; a document: documents.js
   controller: null,       // AbortController of the request in flight
   notice: '', noticeTimer: 0,
   objectUrls: [],         // thumbnails shown in the conversation, released on New chat
-  lastImage: null,        // the data URL of the latest image sent: the one boxes in answers refer to
+  lastImage: null,        // the data URL of the latest image sent: the one boxes in answers refer to (not a page)
 };
 // The conversation so far as OpenAI messages (what the next request carries before its own message).
 Object.defineProperty(state, 'history', { get: () => historyOf(state.conversation) });
 
 function userMessageOf(user) {
   if (!user.parts.length) return { role: 'user', content: user.text };
-  const content = user.parts.map((p) => p.kind === 'video'
-    ? { type: 'video_url', video_url: { url: p.url } }
-    : { type: 'image_url', image_url: { url: p.url } });
+  const content = user.parts.map((p) => p.kind === 'video' ? { type: 'video_url', video_url: { url: p.url } }
+    : p.kind === 'document' ? Documents.contentPart(p) : { type: 'image_url', image_url: { url: p.url } });
   if (user.text) content.push({ type: 'text', text: user.text });
   return { role: 'user', content };
 }
@@ -193,7 +192,7 @@ function isVideo(file) {
 }
 
 // What the first bytes say a file is: an image format the browser shows, one only the server reads (TIFF,
-// PBM/PGM/PPM), a video container, or nothing qvl takes.
+// PBM/PGM/PPM), a video container, a PDF document, or nothing qvl takes.
 function sniff(b) {
   const at = (i, ...xs) => xs.every((x, k) => b[i + k] === x);
   const text = (i, t) => [...t].every((c, k) => b[i + k] === c.charCodeAt(0));
@@ -202,7 +201,7 @@ function sniff(b) {
   if (text(0, 'II*\u0000') || text(0, 'MM\u0000*') || (b[0] === 0x50 && b[1] >= 0x31 && b[1] <= 0x36)) return 'server-image';
   if (text(4, 'ftyp') || at(0, 0x1a, 0x45, 0xdf, 0xa3) || (text(0, 'RIFF') && text(8, 'AVI ')) || text(0, 'OggS') ||
       (b[0] === 0x47 && b.length > 188 && b[188] === 0x47)) return 'video';
-  return null;
+  return Documents.isPdf(b) ? 'document' : null;
 }
 
 const MAX_IMAGE_FILE = 64 << 20;  // read and scaled down here before it is sent
@@ -213,19 +212,17 @@ const MAX_VIDEO_FILE = 14 << 20;  // sent as it is, base64 in JSON, within the s
 async function checkFile(file) {
   const name = file.name || 'That file';
   let head;
-  try { head = new Uint8Array(await file.slice(0, 200).arrayBuffer()); } catch (e) { return { error: name + ' cannot be read.' }; }
+  try { head = new Uint8Array(await file.slice(0, 1024).arrayBuffer()); } catch (e) { return { error: name + ' cannot be read.' }; }
   const kind = sniff(head);
   if (!kind) {
-    return { error: name + ' is not an image or a video (its bytes are neither); attach JPEG, PNG, WebP, GIF or BMP ' +
-                    'pictures, or MP4, WebM, MKV or MOV clips.' };
+    return { error: name + ' is not an image or a video, nor a PDF (its bytes say so); attach JPEG, PNG, WebP, GIF or ' +
+                    'BMP pictures, MP4, WebM, MKV or MOV clips, or PDF documents.' };
   }
   const mb = (n) => (n / 1048576).toFixed(n < 10485760 ? 1 : 0) + ' MB';
-  if (kind === 'video' && file.size > MAX_VIDEO_FILE) {
-    return { error: name + ' is ' + mb(file.size) + '; clips up to ' + mb(MAX_VIDEO_FILE) + ' can be sent (cut it shorter or smaller).' };
-  }
-  if (kind !== 'video' && file.size > MAX_IMAGE_FILE) {
-    return { error: name + ' is ' + mb(file.size) + '; pictures up to ' + mb(MAX_IMAGE_FILE) + ' can be attached.' };
-  }
+  const [limit, what, can] = { video: [MAX_VIDEO_FILE, 'clips', 'can be sent (cut it shorter or smaller)'],
+                               document: [Documents.MAX_FILE, 'PDF documents', 'can be attached'] }[kind] ||
+                             [MAX_IMAGE_FILE, 'pictures', 'can be attached'];
+  if (file.size > limit) return { error: name + ' is ' + mb(file.size) + '; ' + what + ' up to ' + mb(limit) + ' ' + can + '.' };
   return { kind };
 }
 
@@ -236,6 +233,7 @@ async function addFiles(files) {
       notice(check.error);
       continue;
     }
+    if (check.kind === 'document') { addDocument(file); continue; }  // the server reads its pages
     const video = check.kind === 'video';
     const att = { file, kind: video ? 'video' : 'image', name: file.name || (video ? 'video' : 'pasted image'),
                   thumb: URL.createObjectURL(file), poster: null, width: 0, height: 0, duration: 0 };
@@ -263,6 +261,18 @@ async function addFiles(files) {
   renderAttachments();
 }
 
+// A PDF shows at once as a chip reading its pages; the server's preview (page count, page pictures) fills it
+// in, or its refusal (encrypted, damaged, no renderer) is a notice and the chip goes.
+function addDocument(file) {
+  const att = Documents.attachment(file);
+  state.attachments.push(att);
+  Documents.load(att, headers()).catch((e) => {
+    if (!state.attachments.includes(att)) return;  // removed while it was read
+    state.attachments = state.attachments.filter((a) => a !== att);
+    notice(att.name + ' was not attached: ' + e.message);
+  }).then(renderAttachments);
+}
+
 // A video's first picture (0.1 s in), its size and length, read by the browser's own decoder. The server
 // decodes the file itself; a clip the browser cannot play still goes up, shown without a poster.
 function posterFrame(url) {
@@ -284,20 +294,27 @@ function posterFrame(url) {
   });
 }
 
+// An image's or a video's tile in the tray (a document's chip: Documents.chip).
+function mediaThumb(att) {
+  const box = document.createElement('div');
+  box.className = 'thumb';
+  box.title = att.name + (att.width ? ' (' + att.width + '×' + att.height + ')' : '');
+  const img = document.createElement('img');
+  img.alt = att.name;
+  if (att.kind === 'video') {
+    box.classList.add('video');
+    if (att.poster) img.src = att.poster;
+    if (att.duration) box.title += ', ' + att.duration.toFixed(1) + ' s';
+  } else {
+    img.src = att.thumb;
+  }
+  box.append(img);
+  return box;
+}
+
 function renderAttachments() {
-  el.attachments.replaceChildren(...state.attachments.map((att, k) => {
-    const box = document.createElement('div');
-    box.className = 'thumb';
-    box.title = att.name + (att.width ? ' (' + att.width + '×' + att.height + ')' : '');
-    const img = document.createElement('img');
-    img.alt = att.name;
-    if (att.kind === 'video') {
-      box.classList.add('video');
-      if (att.poster) img.src = att.poster;
-      if (att.duration) box.title += ', ' + att.duration.toFixed(1) + ' s';
-    } else {
-      img.src = att.thumb;
-    }
+  el.attachments.replaceChildren(...state.attachments.map((att) => {
+    const box = att.kind === 'document' ? Documents.chip(att) : mediaThumb(att);
     const remove = document.createElement('button');
     remove.type = 'button';
     remove.className = 'remove';
@@ -305,10 +322,10 @@ function renderAttachments() {
     remove.title = 'Remove ' + att.name;
     remove.addEventListener('click', () => {
       URL.revokeObjectURL(att.thumb);
-      state.attachments.splice(k, 1);
+      state.attachments = state.attachments.filter((a) => a !== att);
       renderAttachments();
     });
-    box.append(img, remove);
+    box.append(remove);
     return box;
   }));
   el.attachments.hidden = state.attachments.length === 0;
@@ -335,6 +352,7 @@ function readAsDataUrl(blob) {
 // The image as a data: URI, scaled down in the browser when it has more pixels than the resolution
 // setting allows (the server's API has no per-request pixel limit; its own --max-pixels still applies).
 async function encodeForUpload(att, limit) {
+  if (att.kind === 'document') return att.dataUrl;  // read once already, for its preview
   const original = await readAsDataUrl(att.file);
   if (att.kind === 'video') {
     // Sent as it is: the server samples its frames and sizes them (the clip's own pixel budget).
@@ -384,6 +402,8 @@ function addUserBubble(text, attachments) {
         video.src = att.thumb;
         video.title = att.name;
         images.append(video);
+      } else if (att.kind === 'document') {
+        images.append(Documents.bubble(att));
       } else {
         const img = document.createElement('img');
         img.src = att.thumb;
@@ -492,7 +512,7 @@ function describeError(e) {
       return 'The server is busy: every slot is taken and its queue is full. Try again in ' +
         (e.retryAfter ? e.retryAfter + ' s' : 'a few seconds') + '. (' + e.message + ')';
     case 401: return 'The server needs an API key: enter it under Settings. (' + e.message + ')';
-    case 413: return 'The request is too large for the server: choose a lower image resolution under Settings, or attach fewer images. (' + e.message + ')';
+    case 413: return 'The request is too large for the server: choose a lower image resolution under Settings, or attach fewer images or documents. (' + e.message + ')';
     case 504: return 'The server stopped the request because it took too long: ' + e.message;
     default:
       if (e.status >= 400 && e.status < 500) return 'The server refused the request: ' + e.message;
@@ -529,8 +549,10 @@ async function send(preset) {
   const text = preset ? preset.text : el.prompt.value.trim();
   if (state.controller || state.server !== 'ready') return;
   if (!preset && !text && state.attachments.length === 0) return;
-  const attachments = preset
-    ? preset.parts.map((p) => ({ kind: p.kind, thumb: p.url, poster: p.poster || null, name: p.name, sent: p.url }))
+  const unready = preset ? '' : Documents.unready(state.attachments);  // a PDF still read, or no page chosen
+  if (unready) return notice(unready);
+  const attachments = preset  // a part as it was sent: a document keeps its pages (Documents.fieldsOf)
+    ? preset.parts.map((p) => ({ ...p, thumb: p.url, poster: p.poster || null, sent: p.url }))
     : state.attachments;
   if (!preset) {
     state.attachments = [];
@@ -559,8 +581,8 @@ async function send(preset) {
   try {
     const uploads = await Promise.all(attachments.map((a) => a.sent || encodeForUpload(a, maxPixels())));
     user.parts = uploads.map((url, k) => ({ kind: attachments[k].kind, url, name: attachments[k].name,
-                                            poster: attachments[k].poster || null }));
-    const pictures = user.parts.filter((p) => p.kind !== 'video');
+                                            poster: attachments[k].poster || null, ...Documents.fieldsOf(attachments[k]) }));
+    const pictures = user.parts.filter((p) => p.kind === 'image');
     if (pictures.length) state.lastImage = pictures[pictures.length - 1].url;  // what boxes in later answers refer to
     const system = el.system.value.trim();
     const body = {
@@ -673,7 +695,7 @@ function showConversation(conversation) {
   el.messages.replaceChildren(el.empty);
   el.empty.hidden = state.conversation.turns.length > 0;
   for (const turn of state.conversation.turns) {
-    const user = addUserBubble(turn.user.text, turn.user.parts.map((p) => ({ kind: p.kind, thumb: p.url, poster: p.poster, name: p.name })));
+    const user = addUserBubble(turn.user.text, turn.user.parts.map((p) => ({ ...p, thumb: p.url })));
     const b = addAssistantBubble();
     b.content.innerHTML = renderMarkdown(turn.assistant.text);
     if (turn.assistant.reasoning) {
@@ -683,7 +705,7 @@ function showConversation(conversation) {
     b.stats.textContent = turn.assistant.stats || '';
     b.msg.dataset.state = 'done';
     state.bubbles.push({ user, assistant: b.msg });
-    const pictures = turn.user.parts.filter((p) => p.kind !== 'video');
+    const pictures = turn.user.parts.filter((p) => p.kind === 'image');
     if (pictures.length) state.lastImage = pictures[pictures.length - 1].url;
   }
   addActions();

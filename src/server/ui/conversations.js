@@ -1,6 +1,7 @@
 // The page's conversations, kept in this browser (IndexedDB; in memory only where the browser refuses
-// storage): each one a list of turns, a user message (its text and the images or videos as sent) and the
-// answer (its text, reasoning and timings). app.js draws them and sends them; this file stores them and shows
+// storage): each one a list of turns, a user message (its text and the images, videos or PDF documents as
+// sent: a document with the pages chosen and a few small page pictures) and the answer (its text, reasoning
+// and timings). app.js draws them and sends them; this file stores them and shows
 // the list to switch, rename and delete. Nothing here reaches the server.
 'use strict';
 
@@ -50,11 +51,13 @@ const Conversations = (() => {
              updated: now, turns: [] };
   }
 
-  // The title a conversation shows: its name, else the start of its first message.
+  // The title a conversation shows: its name, else the start of its first message (or what it attached).
   function titleOf(c) {
     if (c.named && c.title) return c.title;
     const first = c.turns.length ? c.turns[0].user.text : '';
-    const words = (first || (c.turns.length && c.turns[0].user.parts.length ? 'Image' : 'New chat')).replace(/\s+/g, ' ').trim();
+    const part = c.turns.length ? c.turns[0].user.parts[0] : null;
+    const attached = part ? (part.kind === 'document' ? part.name || 'Document' : 'Image') : 'New chat';
+    const words = (first || attached).replace(/\s+/g, ' ').trim();
     return words.length > 48 ? words.slice(0, 47) + '…' : words;
   }
 
