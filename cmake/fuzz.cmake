@@ -62,6 +62,7 @@ qvl_add_fuzz_target(multipart)    # multipart/form-data bodies (POST /v1/vision/
 qvl_add_fuzz_target(json_schema)  # structured output: schema compiler + byte acceptor (answers that pass must parse)
 qvl_add_fuzz_target(gguf)         # GGUF header, metadata, tensor table; dequantization of what it hands out
 qvl_add_fuzz_target(http)         # raw requests: header bytes, framing fields, chunked body lines
+qvl_add_fuzz_target(documents)    # PDFs: pdfinfo/pdftoppm answers, page selections, file parts, the confined worker
 if(AV_FOUND)
   qvl_add_fuzz_target(video)      # video containers: probe, sampling, decode, resize, patchify
 endif()

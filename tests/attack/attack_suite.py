@@ -514,6 +514,56 @@ def table(port):
             {"type": "text", "text": "what?"}]}]}), JSON, port))
     add("images", "file URI of another host", request("POST", "/v1/chat/completions", js(
         image_request("/v1/chat/completions", "file://attacker.example/etc/passwd")), JSON, port))
+    # Documents (issue 33): hostile PDFs through every way in (OpenAI file parts, Responses input_file, Ollama
+    # images, the page previews), hostile page selections and references. Damaged files Poppler may still read
+    # may be answered; everything else is a JSON 4xx, the renderer's crashes and timeouts included.
+    sys.path.insert(0, str(ROOT / "tests" / "pdf"))
+    import pdfgen  # noqa: E402  (the tests' own PDF writer)
+    hostile = pdfgen.hostile()
+    hostile["decompression_bomb.pdf"] = pdfgen.decompression_bomb(megabytes=256)  # within --max-body as base64
+    readable = {"damaged.pdf", "truncated.pdf", "recursive.pdf", "huge_page.pdf"}
+
+    def pdf_uri(data):
+        return "data:application/pdf;base64," + base64.b64encode(data).decode()
+
+    def file_chat(file, **extra):
+        return {"model": "x", "max_tokens": 2, "messages": [{"role": "user", "content": [
+            dict({"type": "file", "file": file}, **extra), {"type": "text", "text": "what?"}]}]}
+    for name, data in hostile.items():
+        kind = "valid" if name in readable else "error"
+        uri = pdf_uri(data)
+        add("documents", f"chat file {name}", request("POST", "/v1/chat/completions", js(
+            file_chat({"filename": name, "file_data": uri}, max_pixels=200704)), JSON, port), kind, timeout=60)
+        add("documents", f"responses input_file {name}", request("POST", "/v1/responses", js({
+            "model": "x", "max_output_tokens": 2, "input": [{"role": "user", "content": [
+                {"type": "input_file", "filename": name, "file_data": uri, "max_pixels": 200704},
+                {"type": "input_text", "text": "what?"}]}]}), JSON, port), kind, timeout=60)
+        add("documents", f"ollama images {name}", request("POST", "/api/chat", js({
+            "model": "x", "stream": False, "options": {"num_predict": 2}, "messages": [
+                {"role": "user", "content": "what?", "images": [base64.b64encode(data).decode()]}]}), JSON, port),
+            kind, timeout=60)
+        add("documents", f"page previews {name}", request("POST", "/v1/documents/pages", js(
+            {"file_data": uri, "thumbnail_size": 64}), JSON, port), kind, timeout=60)
+    text_pdf = pdf_uri((ROOT / "tests" / "data" / "pdf" / "text.pdf").read_bytes())
+    for i, pages in enumerate(["0", "2", "1-999999999", "-", ",", "1,1", "3-1", "a", "1" * 5000, [0], [-1], [1.5],
+                               ["1"], list(range(1, 20000)), {}, True]):
+        add("documents", f"pages #{i}", request("POST", "/v1/chat/completions", js(
+            file_chat({"filename": "t.pdf", "file_data": text_pdf, "pages": pages})), JSON, port))
+    for i, file in enumerate([{}, {"file_id": "file-1"}, {"filename": "../../etc/passwd"}, {"filename": "/etc/passwd"},
+                              {"file_data": "data:application/pdf;base64,!!!"}, {"file_data": ""},
+                              {"file_data": "data:application/pdf;base64," + base64.b64encode(
+                                  (IMAGES / "png_rgb8_1x1.png").read_bytes()).decode()},
+                              {"file_data": 5}, {"file_url": "http://127.0.0.1:1/a.pdf"},
+                              {"file_data": "file:///etc/passwd"}, "a.pdf", None]):
+        add("documents", f"file reference #{i}", request("POST", "/v1/chat/completions", js(file_chat(file)), JSON, port))
+    add("documents", "200 file parts", request("POST", "/v1/chat/completions", js(
+        {"model": "x", "max_tokens": 2, "messages": [{"role": "user", "content": [
+            {"type": "file", "file": {"file_data": text_pdf}, "max_pixels": 65536}] * 200}]}), JSON, port), timeout=120)
+    for i, body in enumerate(malformed):
+        add("json", f"/v1/documents/pages malformed #{i}", request("POST", "/v1/documents/pages", body, JSON, port))
+    add("documents", "previews of a non-PDF", request("POST", "/v1/documents/pages", js(
+        {"file_data": "data:image/png;base64," + base64.b64encode((IMAGES / "png_rgb8_1x1.png").read_bytes()).decode()}),
+        JSON, port))
     # DNS rebinding and cross-site requests against every endpoint: refused from the header alone.
     for path in list(ENDPOINTS) + ["/v1/vision/completion"]:
         for hdrs in ({"Host": "rebind.attacker.example"}, {"Host": f"rebind.attacker.example:{port}"},

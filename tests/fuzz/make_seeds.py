@@ -282,8 +282,34 @@ def http():
         out("http", name, data)
 
 
+# --- documents: pdfinfo answers, selections, PPM output, chat bodies with file parts, PDFs (mode byte first) ---
+def documents():
+    import base64
+    import sys
+    sys.path.insert(0, str(ROOT / "tests" / "pdf"))
+    import pdfgen
+    out("documents", "pdfinfo", b"\0Pages:           2\nEncrypted:       no\nPage    1 size:  595.276 x 841.89 pts (A4)\n"
+        b"Page    1 rot:   90\nPage    2 size:  14400 x 10 pts\nPage    2 rot:   0\n")
+    out("documents", "pdfinfo-encrypted", b"\0Pages: 1\nEncrypted: yes (print:yes)\nPage    1 size: 1 x 1 pts\n")
+    for name, spec in (("selection", b"1-3,7"), ("selection-open", b"5-"), ("selection-all", b"all")):
+        out("documents", name, b"\1\x0a" + spec)
+    out("documents", "ppm", b"\2P6\n2 1\n255\n" + bytes(range(6)) + b"P6\n1 1\n255\n\xff\x00\x00")
+    pdf = (DATA / "pdf" / "text.pdf").read_bytes()
+    body = {"messages": [{"role": "user", "content": [
+        {"type": "file", "file": {"filename": "a.pdf", "file_data": "data:application/pdf;base64," +
+                                  base64.b64encode(pdf).decode(), "pages": [1]}, "max_pixels": 200704},
+        {"type": "text", "text": "?"}]}, {"role": "system", "content": [{"type": "file", "file": {"filename": "b.pdf"}}]}]}
+    out("documents", "chat", b"\3" + json.dumps(body).encode())
+    for name in ("text.pdf", "rotated.pdf", "shapes.pdf"):
+        out("documents", name, b"\4" + (DATA / "pdf" / name).read_bytes())
+    for name, data in pdfgen.hostile().items():
+        if len(data) <= 16384:
+            out("documents", "hostile-" + name, b"\4" + data)
+
+
 if __name__ == "__main__":
-    for name in ("images", "exif", "safetensors", "quantized", "chat", "tokenizer", "config", "gguf", "video", "http"):
+    for name in ("images", "exif", "safetensors", "quantized", "chat", "tokenizer", "config", "gguf", "video", "http",
+                 "documents"):
         for p in (CORPUS / name).glob("seed-*"):
             p.unlink()
         globals()[name]()
