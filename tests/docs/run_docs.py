@@ -12,6 +12,7 @@ documented `127.0.0.1:8080` / `localhost:8080` are replaced with it; $QVL_DOCS_P
 blocks share their variables (IMG=... in one block, "$IMG" in the next), its Python blocks one interpreter
 (the venv of tests/docs/requirements.txt: openai, ollama, pydantic). In the working directory:
   photo.jpg             a JPEG from tests/data/images
+  report.pdf            a three-page A4 PDF from tests/data/pdf
   qvl, build/qvl        the binary under test, with one change: `qvl serve ...` starts the server on a free
                         port (its --port replaced), waits for /health 200, stops it with SIGTERM and passes when
                         it exits 0; a hub id resolves against tests/hub/fake_hub.py serving the tiny test model
@@ -50,6 +51,7 @@ import urllib.request
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HERE = pathlib.Path(__file__).resolve().parent
 PHOTO = ROOT / "tests" / "data" / "images" / "jpeg_baseline_420_640x480.jpg"
+REPORT = ROOT / "tests" / "data" / "pdf" / "three_a4.pdf"  # three A4 pages of text (tests/pdf/pdfgen.py)
 HUB_REPO = "Qwen/Qwen3-VL-2B-Instruct"
 DEFAULT_TIMEOUT = 120
 SHELL_LANGS = {"sh", "bash", "shell", "console", "shell-session", "sh-session"}
@@ -322,6 +324,7 @@ __docs_save() {  # the variables this block set, for the next shell block of the
 def make_workdir(tmp, binary, tiny_model):
     work = pathlib.Path(tempfile.mkdtemp(prefix="docs-", dir=tmp))
     shutil.copy(PHOTO, work / "photo.jpg")
+    shutil.copy(REPORT, work / "report.pdf")
     tools = work / ".docs-bin"
     (work / "build").mkdir()
     tools.mkdir()
