@@ -520,8 +520,8 @@ def table(port):
     sys.path.insert(0, str(ROOT / "tests" / "pdf"))
     import pdfgen  # noqa: E402  (the tests' own PDF writer)
     hostile = pdfgen.hostile()
-    hostile["decompression_bomb.pdf"] = pdfgen.decompression_bomb(megabytes=256)  # within --max-body as base64
     readable = {"damaged.pdf", "truncated.pdf", "recursive.pdf", "huge_page.pdf"}
+    previewable = readable | {"thin_page.pdf"}  # a 1,440:1 strip previews; only the model refuses its aspect
 
     def pdf_uri(data):
         return "data:application/pdf;base64," + base64.b64encode(data).decode()
@@ -543,7 +543,8 @@ def table(port):
                 {"role": "user", "content": "what?", "images": [base64.b64encode(data).decode()]}]}), JSON, port),
             kind, timeout=60)
         add("documents", f"page previews {name}", request("POST", "/v1/documents/pages", js(
-            {"file_data": uri, "thumbnail_size": 64}), JSON, port), kind, timeout=60)
+            {"file_data": uri, "thumbnail_size": 64}), JSON, port), "valid" if name in previewable else "error",
+            timeout=60)
     text_pdf = pdf_uri((ROOT / "tests" / "data" / "pdf" / "text.pdf").read_bytes())
     for i, pages in enumerate(["0", "2", "1-999999999", "-", ",", "1,1", "3-1", "a", "1" * 5000, [0], [-1], [1.5],
                                ["1"], list(range(1, 20000)), {}, True]):
@@ -706,6 +707,7 @@ def main():
     log = tempfile.NamedTemporaryFile(prefix="qvl-attack-", suffix=".log", delete=False)
     proc = subprocess.Popen([args.binary, "serve", "--demo", "--model-files", args.model_files, "--port", str(port),
                              "--threads", "1", "--max-body", str(MAX_BODY), "--ctx", "1024", "--timeout", str(round(scaled(60))),
+                             "--pdf-page-timeout", "5",
                              "--quiet"], stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + scaled(120)

@@ -240,21 +240,45 @@ def form_bomb(depth=40):
     return pdf.write(catalog)
 
 
-def decompression_bomb(megabytes=1024):
-    """An image whose Flate stream inflates to `megabytes` MiB of pixels (about 1 MiB compressed)."""
-    comp = zlib.compressobj(9)
-    chunk = bytes(1 << 20)
-    parts = [comp.compress(chunk) for _ in range(megabytes)]
-    parts.append(comp.flush())
-    data = b"".join(parts)
-    side = int((megabytes * (1 << 20) / 3) ** 0.5)
+def _adler32_repeat(chunk, count):
+    """zlib's Adler-32 of `chunk` repeated `count` times, by doubling (adler32_combine's arithmetic)."""
+    mod = 65521
+
+    def combine(x, y, len_y):
+        a1, b1 = x & 0xFFFF, x >> 16
+        a2, b2 = y & 0xFFFF, y >> 16
+        a = (a1 + a2 - 1) % mod
+        b = (b1 + b2 + (len_y % mod) * (a1 - 1)) % mod
+        return (b << 16) | a
+
+    result, result_len = 1, 0  # the Adler-32 of nothing
+    power, power_len = zlib.adler32(chunk), len(chunk)
+    while count:
+        if count & 1:
+            result, result_len = combine(result, power, power_len), result_len + power_len
+        power, power_len = combine(power, power, power_len), power_len * 2
+        count >>= 1
+    return result
+
+
+def decompression_bomb(gigabytes=4):
+    """A page whose content stream inflates to `gigabytes` GiB of drawing operators through two Flate filters
+    (a few KiB in the file): a renderer must be stopped by its time limit."""
+    chunk = b"0 0 1 1 re f\n" * 80660  # about 1 MiB of operators
+    count = gigabytes * 1024
+    # One zlib stream of `count` chunks: after a full flush the deflate state is reset, so every chunk after the
+    # first compresses to the same bytes, which are repeated rather than computed count times.
+    c = zlib.compressobj(9)
+    first = c.compress(chunk) + c.flush(zlib.Z_FULL_FLUSH)
+    again = c.compress(chunk) + c.flush(zlib.Z_FULL_FLUSH)
+    tail = c.flush(zlib.Z_FINISH)[:-4]  # the final empty block; the checksum is written below
+    inner = first + again * (count - 1) + tail + struct.pack(">I", _adler32_repeat(chunk, count))
+    outer = zlib.compress(inner, 9)
     pdf = Pdf()
     catalog, tree = pdf.reserve(), pdf.reserve()
-    img = pdf.add(b"<< /Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceRGB /BitsPerComponent 8 "
-                  b"/Filter /FlateDecode /Length %d >>\nstream\n" % (side, side, len(data)) + data + b"\nendstream")
-    c = pdf.stream(b"q 500 0 0 700 40 40 cm /Im1 Do Q")
-    page = pdf.add("<< /Type /Page /Parent %d 0 R /MediaBox [0 0 595 842] /Resources << /XObject << /Im1 %d 0 R >> >> "
-                   "/Contents %d 0 R >>" % (tree, img, c))
+    c_num = pdf.add(b"<< /Length %d /Filter [/FlateDecode /FlateDecode] >>\nstream\n" % len(outer) + outer +
+                    b"\nendstream")
+    page = pdf.add("<< /Type /Page /Parent %d 0 R /MediaBox [0 0 595 842] /Contents %d 0 R >>" % (tree, c_num))
     pdf.set(tree, "<< /Type /Pages /Kids [%d 0 R] /Count 1 >>" % page)
     pdf.set(catalog, "<< /Type /Catalog /Pages %d 0 R >>" % tree)
     return pdf.write(catalog)

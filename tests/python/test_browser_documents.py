@@ -84,6 +84,7 @@ def test_attach_choose_pages_send_regenerate_and_reload(driver, server, tmp_path
     assert part["type"] == "file" and part["file"]["filename"] == "three.pdf" and part["file"]["pages"] == [1, 3]
     assert part["file"]["file_data"].startswith("data:application/pdf;base64,")
     assert base64.b64decode(part["file"]["file_data"].split(",", 1)[1]) == pdf
+    assert part["max_pixels"] == 1048576  # the image resolution setting (Medium) bounds each page too
     assert [m for m in body["messages"] if m["role"] == "user"][-1]["content"][1] == {
         "type": "text", "text": "What do these pages say?"}
     # The question shows the document: its name, the pages sent and their pictures.

@@ -69,13 +69,17 @@ def run_answer(model, text: str) -> str:
     return out.stdout.decode().strip()
 
 
-def answer_since(screen: bytes, start: int) -> str:
+def answer_since(screen: bytes, start: int, echo: str = "") -> str:
     """The answer on the screen after offset `start` (taken just before the Enter that sent the message, once
-    its echo was on the screen): from the line after it up to the timing line."""
+    its echo was on the screen): from the line after it up to the timing line. Lines that only show the typed
+    message again (libedit may redraw its line as Enter lands, on a loaded machine) are not the answer."""
     seg = ANSI.sub(b"", screen[start:]).decode(errors="replace")
     stats = re.search(r"\n\(\d+ tokens, [\d.]+ tok/s;", seg)
     assert stats, seg
-    return seg[seg.index("\n") + 1:stats.start()].strip()
+    lines = seg[seg.index("\n") + 1:stats.start()].split("\n")
+    while echo and len(lines) > 1 and lines[0].strip().replace("\r", "").endswith(echo):
+        lines.pop(0)
+    return "\n".join(lines).strip()
 
 
 @pytest.fixture
@@ -99,7 +103,7 @@ def test_chat_edits_recalls_and_holds_input(tiny_model, env, tmp_path):
         t.send(b"\r")
         mark = t.read_until(b" tok/s;", 60, start)
         t.read_until(b">>> ", 30, mark)
-        answer = answer_since(t.out, start)
+        answer = answer_since(t.out, start, echo.decode())
         t.send(b"/clear\r")  # each question alone, as `qvl run` asks it
         t.read_until(b"(conversation cleared)", 10, mark)
         t.read_until(b">>> ", 10, mark + 1)

@@ -581,7 +581,7 @@ async function send(preset) {
   try {
     const uploads = await Promise.all(attachments.map((a) => a.sent || encodeForUpload(a, maxPixels())));
     user.parts = uploads.map((url, k) => ({ kind: attachments[k].kind, url, name: attachments[k].name,
-                                            poster: attachments[k].poster || null, ...Documents.fieldsOf(attachments[k]) }));
+                                            poster: attachments[k].poster || null, ...Documents.fieldsOf(attachments[k], maxPixels()) }));
     const pictures = user.parts.filter((p) => p.kind === 'image');
     if (pictures.length) state.lastImage = pictures[pictures.length - 1].url;  // what boxes in later answers refer to
     const system = el.system.value.trim();

@@ -142,11 +142,14 @@ const Documents = (() => {
   // What a turn keeps of a document besides its file (so what the stored conversation holds and a resend
   // sends again): the pages chosen, the page count, and a few of the chosen pages' pictures for its bubble.
   // `a`: a tray attachment (its selection now) or a part already sent (as it was).
-  function fieldsOf(a) {
+  // maxPixels: the page's image resolution setting, which bounds each page as it bounds a picture (0: the
+  // server's); a part sent before keeps its own.
+  function fieldsOf(a, maxPixels) {
     if (a.kind !== 'document') return {};
-    if (!a.selected) return { pages: a.pages, pageCount: a.pageCount, thumbs: a.thumbs || [] };
+    if (!a.selected) return { pages: a.pages, pageCount: a.pageCount, thumbs: a.thumbs || [], maxPixels: a.maxPixels || 0 };
     return {
       pages: [...a.selected].sort((x, y) => x - y),
+      maxPixels: maxPixels || 0,
       pageCount: a.pageCount,
       thumbs: a.thumbnails.filter((t) => a.selected.has(t.page)).slice(0, BUBBLE_THUMBS)
         .map((t) => ({ page: t.page, url: t.url })),
@@ -171,7 +174,9 @@ const Documents = (() => {
       file.pages = p.pages.length <= 1000 ? p.pages
         : runsOf(p.pages).map(([a, b]) => (a === b ? String(a) : a + '-' + b)).join(',');
     }
-    return { type: 'file', file };
+    const part = { type: 'file', file };
+    if (p.maxPixels) part.max_pixels = p.maxPixels;
+    return part;
   }
 
   // "pages 1, 3", "pages 2–5, 9", "page 4", "all 3 pages".
