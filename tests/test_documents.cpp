@@ -78,6 +78,11 @@ TEST(Sandbox, KilledAtTheWallClockLimit) {
   EXPECT_TRUE(r->timed_out);
   EXPECT_EQ(r->signal, SIGKILL);
   EXPECT_LT(r->seconds, 5.0);
+  // One that closes its output and lingers is killed at the deadline too.
+  auto quiet = run_sandboxed({"/bin/sh", "-c", "exec >&- 2>&-; exec sleep 30"}, {}, l, kSystem);
+  ASSERT_TRUE(quiet.ok()) << quiet.status().message();
+  EXPECT_TRUE(quiet->timed_out);
+  EXPECT_LT(quiet->seconds, 5.0);
 }
 
 TEST(Sandbox, StoppedAtItsCpuTimeLimit) {
@@ -145,6 +150,41 @@ TEST(Sandbox, NothingOfTheCallerStaysOpen) {
   ASSERT_EQ(r->exit_code, 0) << r->err;
   // 0, 1, 2 and ls's own handle on the directory.
   EXPECT_EQ(doc_text(r->out), "0\n1\n2\n3\n");
+}
+
+// What seccomp refuses whether or not the kernel has Landlock: new processes (threads stay allowed), signals to
+// others, leaving the process group, and any change to a file, even one it may read.
+TEST(Sandbox, NoProcessesSignalsOrFileChanges) {
+  if (access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3 to try with";
+  const fs::path dir = doc_temp_dir("seccomp");
+  { std::ofstream(dir / "kept") << "contents"; }
+  const std::string script =
+      "import os, threading\n"
+      "t = threading.Thread(target=print, args=('thread ran',)); t.start(); t.join()\n"
+      "for name, call in [('fork', os.fork), ('kill', lambda: os.kill(os.getppid(), 0)), ('setsid', os.setsid),\n"
+      "                   ('write', lambda: open(os.environ.get('D', '') + '" + dir.string() + "/new', 'w')),\n"
+      "                   ('append', lambda: open('" + dir.string() + "/kept', 'a')),\n"
+      "                   ('truncate', lambda: os.truncate('" + dir.string() + "/kept', 0)),\n"
+      "                   ('unlink', lambda: os.unlink('" + dir.string() + "/kept')),\n"
+      "                   ('rename', lambda: os.rename('" + dir.string() + "/kept', '" + dir.string() + "/moved'))]:\n"
+      "    try:\n"
+      "        call(); print(name, 'allowed')\n"
+      "    except OSError as e:\n"
+      "        print(name, 'refused', e.errno)\n";
+  std::vector<std::string> readable = kSystem;
+  readable.push_back(dir.string());
+  auto r = run_sandboxed({"/usr/bin/python3", "-c", script}, {}, {}, readable);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const std::string out = doc_text(r->out);
+  EXPECT_NE(out.find("thread ran"), std::string::npos) << out << r->err;
+  for (const char* name : {"fork", "kill", "setsid", "write", "append", "truncate", "unlink", "rename"})
+    EXPECT_NE(out.find(std::string(name) + " refused"), std::string::npos) << name << "\n" << out << r->err;
+  std::ifstream kept(dir / "kept");
+  std::string contents;
+  std::getline(kept, contents);
+  EXPECT_EQ(contents, "contents");
+  EXPECT_FALSE(fs::exists(dir / "new"));
+  fs::remove_all(dir);
 }
 
 TEST(Sandbox, ReadsOnlyBeneathWhatItIsGivenAndWritesNothing) {

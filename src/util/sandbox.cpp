@@ -37,32 +37,46 @@ constexpr uint32_t kAuditArch = AUDIT_ARCH_AARCH64;
 #error "sandbox.cpp: no seccomp architecture for this target"
 #endif
 
-// The system calls a renderer has no use for and a compromised one would want: the network, other processes'
-// memory, new namespaces, new processes, kernel keyrings and BPF. Each fails with EACCES.
+// The system calls a renderer has no use for and a compromised one would want, each failing with EACCES: the
+// network (io_uring too: it opens sockets without socket()), other processes (signals, ptrace, their memory,
+// their file descriptors), leaving the process group, namespaces, mounts, keyrings, BPF, and any change to the
+// file system (Landlock says the same where the kernel has it; this holds where it has not).
 constexpr int kDenied[] = {
     __NR_socket, __NR_socketpair, __NR_connect, __NR_bind, __NR_listen, __NR_accept4,
-    __NR_ptrace, __NR_process_vm_readv, __NR_process_vm_writev, __NR_kill, __NR_tkill,
-    __NR_unshare, __NR_setns, __NR_mount, __NR_bpf, __NR_perf_event_open, __NR_userfaultfd,
-    __NR_keyctl, __NR_add_key, __NR_request_key, __NR_execveat,
-#ifdef __NR_fork
-    __NR_fork,
-#endif
-#ifdef __NR_vfork
-    __NR_vfork,
-#endif
-#ifdef __NR_accept
-    __NR_accept,
+    __NR_io_uring_setup, __NR_io_uring_enter, __NR_io_uring_register,
+    __NR_ptrace, __NR_process_vm_readv, __NR_process_vm_writev, __NR_kill, __NR_tkill, __NR_rt_sigqueueinfo,
+    __NR_rt_tgsigqueueinfo, __NR_pidfd_open, __NR_pidfd_getfd, __NR_pidfd_send_signal, __NR_setsid, __NR_setpgid,
+    __NR_unshare, __NR_setns, __NR_mount, __NR_umount2, __NR_pivot_root, __NR_chroot, __NR_bpf, __NR_perf_event_open,
+    __NR_userfaultfd, __NR_keyctl, __NR_add_key, __NR_request_key, __NR_execveat, __NR_open_by_handle_at,
+    __NR_name_to_handle_at, __NR_truncate, __NR_unlinkat, __NR_renameat, __NR_renameat2, __NR_mkdirat, __NR_symlinkat,
+    __NR_linkat, __NR_mknodat, __NR_fchmodat, __NR_fchownat, __NR_fchmod, __NR_fchown,
+#if defined(__x86_64__)
+    __NR_fork, __NR_vfork, __NR_accept, __NR_unlink, __NR_rename, __NR_mkdir, __NR_rmdir, __NR_symlink, __NR_link,
+    __NR_mknod, __NR_chmod, __NR_chown, __NR_lchown, __NR_creat,
 #endif
 };
+
+// Flags of clone() that make a new namespace: refused even for a thread.
+constexpr uint32_t kNewNamespaces = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER |
+                                    CLONE_NEWPID | CLONE_NEWNET | 0x00000080u /* CLONE_NEWTIME */;
+// open()/openat() flags that would write: refused (reading stays allowed).
+constexpr uint32_t kWriteFlags = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND;
 
 struct Filter {
-  sock_filter code[64];
+  sock_filter code[160];
   unsigned short n = 0;
-  void add(sock_filter f) { code[n++] = f; }
+  void add(sock_filter f) {
+    if (n < sizeof(code) / sizeof(code[0])) code[n++] = f;
+  }
+  bool full() const { return n >= sizeof(code) / sizeof(code[0]); }
 };
 
-Filter make_filter() {
-  Filter f;
+constexpr uint32_t arg_low(int i) { return static_cast<uint32_t>(offsetof(seccomp_data, args) + 8 * i); }  // little-endian
+
+// Built in the child (stack writes only): `self` is its pid, the one tgkill() may signal (abort() and raise()).
+void make_filter(Filter& f, pid_t self) {
+  const sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  const sock_filter deny = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EACCES & SECCOMP_RET_DATA));
   f.add(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)));
   f.add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kAuditArch, 1, 0));
   f.add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS));  // another ABI's numbers: not ours to judge
@@ -73,10 +87,40 @@ Filter make_filter() {
 #endif
   for (int nr : kDenied) {
     f.add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(nr), 0, 1));
-    f.add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EACCES & SECCOMP_RET_DATA)));
+    f.add(deny);
   }
-  f.add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
-  return f;
+  // clone3: its flags are in memory a filter cannot read; ENOSYS makes glibc fall back to clone().
+  f.add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1));
+  f.add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)));
+  // clone: threads only (CLONE_THREAD), never a new namespace. Every path returns; A still holds nr otherwise.
+  f.add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 5));
+  f.add(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, arg_low(0)));
+  f.add(BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, kNewNamespaces, 2, 0));
+  f.add(BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 0, 1));
+  f.add(allow);
+  f.add(deny);
+  // tgkill: only to itself.
+  f.add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_tgkill, 0, 4));
+  f.add(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, arg_low(0)));
+  f.add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(self), 0, 1));
+  f.add(allow);
+  f.add(deny);
+  // openat (and open): reading only. openat2's flags are in memory: ENOSYS (glibc's open() uses openat).
+  f.add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_openat2, 0, 1));
+  f.add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)));
+  f.add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_openat, 0, 4));
+  f.add(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, arg_low(2)));
+  f.add(BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, kWriteFlags, 0, 1));
+  f.add(deny);
+  f.add(allow);
+#if defined(__x86_64__)
+  f.add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_open, 0, 4));
+  f.add(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, arg_low(1)));
+  f.add(BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, kWriteFlags, 0, 1));
+  f.add(deny);
+  f.add(allow);
+#endif
+  f.add(allow);
 }
 
 // Landlock's file-system rights of ABI 1 (every kernel with Landlock has them); handled = denied unless a rule
@@ -96,7 +140,9 @@ int landlock_abi() {
 int make_ruleset(const std::vector<std::string>& readable) {
   if (landlock_abi() < 1) return -1;
   landlock_ruleset_attr attr{};
-  attr.handled_access_fs = kFsRightsV1;
+  // ABI 2 adds REFER (linking or renaming across directories), ABI 3 TRUNCATE: handled, so denied, too.
+  attr.handled_access_fs = kFsRightsV1 | (landlock_abi() >= 2 ? uint64_t{1} << 13 : 0) |
+                           (landlock_abi() >= 3 ? uint64_t{1} << 14 : 0);
   const int fd = static_cast<int>(syscall(__NR_landlock_create_ruleset, &attr, sizeof(attr), 0));
   if (fd < 0) return -1;
   for (const std::string& path : readable) {
@@ -127,8 +173,8 @@ void write_all(int fd, const void* data, size_t size) {
 }
 
 // In the child, from fork to exec: system calls only. Reports a failed step as errno on `report` and exits.
-[[noreturn]] void child(const char* path, char* const* argv, char* const* envp, int in_fd, int out_fd, int err_fd,
-                        int report, int ruleset, const Filter& filter, const SandboxLimits& limits, pid_t parent) {
+[[noreturn]] void child(const char* path, char* const* argv, char* const* envp, int max_fd, int in_fd, int out_fd, int err_fd,
+                        int report, int ruleset, const SandboxLimits& limits, pid_t parent) {
   auto fail = [&](int step) {
     const int e[2] = {step, errno};
     write_all(report, e, sizeof(e));
@@ -143,6 +189,11 @@ void write_all(int fd, const void* data, size_t size) {
   sigprocmask(SIG_SETMASK, &none, nullptr);
   signal(SIGPIPE, SIG_DFL);
   if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) fail(2);
+  // Under memory pressure the kernel kills the worker before the server.
+  if (const int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); oom >= 0) {
+    write_all(oom, "1000", 4);
+    close(oom);
+  }
   const rlimit as{limits.address_space_bytes, limits.address_space_bytes};
   const rlimit cpu{static_cast<rlim_t>(limits.cpu_seconds), static_cast<rlim_t>(limits.cpu_seconds) + 1};
   const rlimit zero{0, 0};
@@ -152,7 +203,10 @@ void write_all(int fd, const void* data, size_t size) {
     fail(3);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(4);
   if (ruleset >= 0 && syscall(__NR_landlock_restrict_self, ruleset, 0) != 0) fail(5);
-  sock_fprog prog{filter.n, const_cast<sock_filter*>(filter.code)};
+  Filter filter;
+  make_filter(filter, getpid());
+  if (filter.full()) fail(6);
+  sock_fprog prog{filter.n, filter.code};
   if (syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) fail(6);
   // Nothing of the server stays open: descriptors 3 and up are closed (the report pipe is close-on-exec, so
   // it is kept to the last moment and closes by itself at exec).
@@ -161,7 +215,7 @@ void write_all(int fd, const void* data, size_t size) {
     report = 3;
   }
   if (syscall(__NR_close_range, 4u, ~0u, 0u) != 0)
-    for (int fd = 4; fd < 65536; ++fd) close(fd);
+    for (int fd = 4; fd < max_fd; ++fd) close(fd);
   execve(path, argv, envp);
   fail(7);
   _exit(127);  // not reached: fail() exits
@@ -178,6 +232,14 @@ const char* step_name(int step) {
     case 7: return "executing it";
     default: return "starting it";
   }
+}
+
+// `fd` moved to descriptor 10 or above (close-on-exec); -1 stays -1.
+int high_fd(int fd) {
+  if (fd < 0 || fd >= 10) return fd;
+  const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+  close(fd);
+  return moved;
 }
 
 struct Fd {
@@ -205,21 +267,26 @@ Result<SandboxResult> run_sandboxed(const std::vector<std::string>& argv, std::s
                                     const SandboxLimits& limits, const std::vector<std::string>& readable) {
   if (argv.empty() || argv[0].empty() || argv[0][0] != '/')
     return Status::Error("run_sandboxed: expected an absolute program path, got '" + (argv.empty() ? "" : argv[0]) + "'");
-  // Everything the child needs is made here, before fork.
-  Fd in(static_cast<int>(syscall(__NR_memfd_create, "qvl-sandbox-input", MFD_CLOEXEC | MFD_ALLOW_SEALING)));
+  // Everything the child needs is made here, before fork, on descriptors 10 and up (so that the child's dup2()
+  // onto 0, 1, 2 and 3 never lands on one of them, even in a server started with 0-2 closed).
+  Fd in(high_fd(static_cast<int>(syscall(__NR_memfd_create, "qvl-sandbox-input", MFD_CLOEXEC | MFD_ALLOW_SEALING))));
   if (in.fd < 0) return Status::Error(std::string("run_sandboxed: memfd_create failed: ") + std::strerror(errno));
   write_all(in.fd, input.data(), input.size());
   if (lseek(in.fd, 0, SEEK_SET) != 0) return Status::Error("run_sandboxed: could not rewind its input");
   fcntl(in.fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
   int p_out[2], p_err[2], p_rep[2];
   if (pipe2(p_out, O_CLOEXEC) != 0) return Status::Error("run_sandboxed: pipe failed");
-  Fd out_r(p_out[0]), out_w(p_out[1]);
+  Fd out_r(high_fd(p_out[0])), out_w(high_fd(p_out[1]));
   if (pipe2(p_err, O_CLOEXEC) != 0) return Status::Error("run_sandboxed: pipe failed");
-  Fd err_r(p_err[0]), err_w(p_err[1]);
+  Fd err_r(high_fd(p_err[0])), err_w(high_fd(p_err[1]));
   if (pipe2(p_rep, O_CLOEXEC) != 0) return Status::Error("run_sandboxed: pipe failed");
-  Fd rep_r(p_rep[0]), rep_w(p_rep[1]);
-  Fd ruleset(make_ruleset(readable));
-  const Filter filter = make_filter();
+  Fd rep_r(high_fd(p_rep[0])), rep_w(high_fd(p_rep[1]));
+  if (in.fd < 0 || out_r.fd < 0 || out_w.fd < 0 || err_r.fd < 0 || err_w.fd < 0 || rep_r.fd < 0 || rep_w.fd < 0)
+    return Status::Error("run_sandboxed: no file descriptor left");
+  Fd ruleset(high_fd(make_ruleset(readable)));
+  rlimit nofile{};
+  getrlimit(RLIMIT_NOFILE, &nofile);
+  const int max_fd = nofile.rlim_cur > 0 && nofile.rlim_cur < (1u << 20) ? static_cast<int>(nofile.rlim_cur) : 1 << 20;
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -231,8 +298,8 @@ Result<SandboxResult> run_sandboxed(const std::vector<std::string>& argv, std::s
   const pid_t pid = fork();
   if (pid < 0) return Status::Error(std::string("run_sandboxed: fork failed: ") + std::strerror(errno));
   if (pid == 0)
-    child(args[0], args.data(), const_cast<char* const*>(env), in.fd, out_w.fd, err_w.fd, rep_w.fd, ruleset.fd,
-          filter, limits, parent);
+    child(args[0], args.data(), const_cast<char* const*>(env), max_fd, in.fd, out_w.fd, err_w.fd, rep_w.fd, ruleset.fd,
+          limits, parent);
   setpgid(pid, pid);  // also from here, so the group exists before any kill below
   out_w.reset();
   err_w.reset();
@@ -265,7 +332,10 @@ Result<SandboxResult> run_sandboxed(const std::vector<std::string>& argv, std::s
     if (err_r.fd >= 0) fds[n++] = {err_r.fd, POLLIN, 0};
     const int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1;
     const int got = poll(fds, static_cast<nfds_t>(n), ms);
-    if (got < 0 && errno != EINTR) break;
+    if (got < 0 && errno != EINTR) {
+      kill_group();
+      break;
+    }
     for (int i = 0; i < n && got > 0; ++i) {
       if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       const bool is_out = fds[i].fd == out_r.fd;
@@ -289,9 +359,27 @@ Result<SandboxResult> run_sandboxed(const std::vector<std::string>& argv, std::s
       }
     }
   }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  // Its output closed: it has ended or is about to, or it closed its output and lingers. Waited for (not
+  // reaped) until the deadline; then its whole group is killed, stragglers it left included (the unreaped
+  // process keeps its pid and group id, so the kill reaches no one else), and it is reaped.
+  for (;;) {
+    siginfo_t info{};
+    const int w = waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
+    if (w == 0 && info.si_pid == pid) break;
+    if (w < 0 && errno != EINTR) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      if (!killed) r.timed_out = true;
+      kill_group();
+      break;
+    }
+    usleep(2000);
   }
+  ::kill(-pid, SIGKILL);
+  int status = 0;
+  pid_t reaped;
+  while ((reaped = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+  }
+  if (reaped != pid) return Status::Error(std::string("run_sandboxed: lost its worker: ") + std::strerror(errno));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
