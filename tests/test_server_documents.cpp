@@ -127,6 +127,28 @@ TEST_F(ServerDocuments, RefusalsAreJsonAndNameThePart) {
   EXPECT_NE(not_pdf.body.find("not a PDF"), std::string::npos) << not_pdf.body;
   EXPECT_EQ(ask(json{{"type", "file"}, {"file", json::object()}}).status, 400);
   EXPECT_EQ(ask(json{{"type", "file"}, {"file", json{{"file_id", "file-abc"}}}}).status, 400);
+  // More than 16 documents; more pages than --pdf-max-pages across documents (the limit named as it is).
+  json many = json::array();
+  for (int k = 0; k < 17; ++k) many.push_back(doc_file_part("text.pdf"));
+  const Reply seventeen = post("/v1/chat/completions", doc_chat_body(many));
+  EXPECT_EQ(seventeen.status, 400);
+  EXPECT_NE(seventeen.body.find("at most 16"), std::string::npos) << seventeen.body;
+  json two_docs = json::array({doc_file_part("pages100.pdf", "1-10", json{{"detail", "low"}}),
+                               doc_file_part("pages100.pdf", "11-70", json{{"detail", "low"}})});
+  const Reply too_many_pages = post("/v1/chat/completions", doc_chat_body(two_docs));
+  EXPECT_EQ(too_many_pages.status, 400);
+  EXPECT_NE(too_many_pages.body.find("select 70 pages, over the limit of 64"), std::string::npos) << too_many_pages.body;
+  // /apply-template cannot show a document's pages without reading it: refused, saying what a chat request does.
+  const Reply tmpl = post("/apply-template", doc_chat_body(json::array({doc_file_part("text.pdf")})));
+  EXPECT_EQ(tmpl.status, 400);
+  EXPECT_NE(tmpl.body.find("Page n: "), std::string::npos) << tmpl.body;
+  // The Responses API names its own fields.
+  const json input = json::array({json{{"role", "user"}, {"content", json::array({json{{"type", "input_file"},
+      {"file_data", pdf_data_uri("text.pdf")}, {"pages", "9"}}})}}});
+  const Reply resp = post("/v1/responses", json{{"input", input}});
+  EXPECT_EQ(resp.status, 400);
+  EXPECT_NE(resp.body.find("input[0].content[0]"), std::string::npos) << resp.body;
+  EXPECT_EQ(resp.body.find("messages["), std::string::npos) << resp.body;
   // A filename is a file under --media-dir: none is set here.
   const Reply path = ask(json{{"type", "file"}, {"file", json{{"filename", "/etc/passwd"}}}});
   EXPECT_EQ(path.status, 400) << path.body;
@@ -195,7 +217,7 @@ TEST_F(ServerDocuments, PagePreviews) {
   EXPECT_EQ(many.json_body()["thumbnails"].size(), 100u);
   EXPECT_EQ(post("/v1/documents/pages", json{{"file_data", "data:application/pdf;base64,JVBERi0xLjQKZ2FyYmFnZQ=="}}).status, 422);
   EXPECT_EQ(post("/v1/documents/pages", json{{"thumbnail_size", 64}}).status, 400);
-  EXPECT_EQ(post("/v1/documents/pages", json{{"file_data", pdf_data_uri("text.pdf")}, {"thumbnail_size", 4096}}).status, 400);
+  EXPECT_EQ(post("/v1/documents/pages", json{{"file_data", pdf_data_uri("text.pdf")}, {"thumbnail_size", 257}}).status, 400);
 }
 
 // The command line: qvl run --file --pages, and /file in qvl chat.

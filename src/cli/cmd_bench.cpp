@@ -63,6 +63,7 @@ int cmd_bench(const Args& args) {
   cli.add_option("--pages", doc_pages, "the pages of each --file, e.g. 1-3 (default: all)")->type_name("PAGES");
   add_document_options(cli, doc_options);
   if (auto rc = cli.parse_args(args)) return *rc;
+  if (!doc_pages.empty() && doc_paths.empty()) return fail(cli.command(), "--pages selects pages of a --file; give the PDF with --file");
   const std::string& cmd = cli.command();
   {
     auto dir = find_model_dir(cmd, model_dir);

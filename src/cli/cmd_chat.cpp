@@ -83,6 +83,7 @@ int cmd_chat(const Args& args) {
   cli.add_option("--pages", doc_pages, "the pages of each --file to send, e.g. 1-3,7 (default: all)")->type_name("PAGES");
   add_document_options(cli, doc_options);
   if (auto rc = cli.parse_args(args)) return *rc;
+  if (!doc_pages.empty() && doc_paths.empty()) return fail(cli.command(), "--pages selects pages of a --file; give the PDF with --file");
   const std::string& cmd = cli.command();
   {
     auto dir = find_model_dir(cmd, model_dir);
@@ -217,13 +218,16 @@ int cmd_chat(const Args& args) {
       pending_parts.push_back({ContentPart::Kind::kImage, ""});
       continue;
     }
-    if (text.rfind("/file", 0) == 0) {
-      // /file PATH [PAGES]: the last word is the selection when it reads as one (digits, commas, dashes).
+    if (text == "/file" || text.rfind("/file ", 0) == 0) {
+      // /file PATH [PAGES]: the last word is the selection when PATH names no file with it and it reads as one
+      // ("2", "1-3,7", "5-", "all").
       std::string path = trim(text.substr(5)), pages;
-      if (const size_t sp = path.find_last_of(' '); sp != std::string::npos &&
-          path.find_first_not_of("0123456789,-", sp + 1) == std::string::npos) {
-        pages = path.substr(sp + 1);
-        path = trim(path.substr(0, sp));
+      if (const size_t sp = path.find_last_of(' '); sp != std::string::npos && !std::filesystem::exists(path)) {
+        const std::string last = path.substr(sp + 1);
+        if (last == "all" || (!last.empty() && last.find_first_not_of("0123456789,-") == std::string::npos)) {
+          pages = last;
+          path = trim(path.substr(0, sp));
+        }
       }
       if (path.empty()) {
         std::fputs("usage: /file PATH [PAGES]   (a PDF; PAGES like 1-3,7, default all)\n", stderr);

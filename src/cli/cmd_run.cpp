@@ -65,6 +65,7 @@ int cmd_run(const Args& args) {
   cli.add_option("--dump", dump_dir, "write every named intermediate as .npy, and generated_ids.json, into DIR")
       ->type_name("DIR");
   if (auto rc = cli.parse_args(args)) return *rc;
+  if (!doc_pages.empty() && doc_paths.empty()) return fail(cli.command(), "--pages selects pages of a --file; give the PDF with --file");
   const std::string& cmd = cli.command();
   {
     auto dir = find_model_dir(cmd, model_dir);

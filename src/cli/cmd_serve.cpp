@@ -11,6 +11,8 @@
 
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "io/pdf.h"
+#include "util/sandbox.h"
 #include "cli/progress_bar.h"
 #include "kernels/kernels.h"
 #include "model/bundled_files.h"
@@ -290,6 +292,14 @@ int cmd_serve(const std::vector<std::string>& args) {
   }
   std::fprintf(stderr, "qvl serve: kernels %s\n", kernels_reason().c_str());
   std::fprintf(stderr, "qvl serve: accepting Host %s\n", server.accepted_hosts().c_str());
+  if (Status docs = pdf_renderer_available(); docs.ok())
+    std::fprintf(stderr, "qvl serve: PDF documents rendered by Poppler in confined workers (%s)%s\n",
+                 sandbox_isolation().c_str(),
+                 sandbox_has_landlock() ? ""
+                                        : "; warning: this kernel has no Landlock, so a compromised worker could read "
+                                          "what the server's user can read");
+  else
+    std::fprintf(stderr, "qvl serve: PDF documents refused (501): %s\n", docs.message().c_str());
   // A Type=notify service unit (deploy/systemd) waits for READY=1; elsewhere these do nothing.
   auto notify = [](const std::string& state) {
     if (Status st = sd_notify(state); !st.ok()) std::fprintf(stderr, "qvl serve: warning: %s\n", st.message().c_str());

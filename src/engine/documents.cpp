@@ -153,10 +153,11 @@ PageCache::Stats PageCache::stats() const {
 }
 
 Result<std::shared_ptr<const PdfInfo>> inspect_document(std::span<const uint8_t> bytes, const DocumentKey& key,
-                                                        PageCache* cache, const DocumentOptions& options) {
+                                                        PageCache* cache, const DocumentOptions& options,
+                                                        PdfFailure* why) {
   if (cache)
     if (auto hit = cache->find_info(key)) return hit;
-  QVL_ASSIGN_OR_RETURN(PdfInfo info, pdf_inspect(bytes, options.pdf));
+  QVL_ASSIGN_OR_RETURN(PdfInfo info, pdf_inspect(bytes, options.pdf, why));
   auto shared = std::make_shared<const PdfInfo>(std::move(info));
   if (cache) cache->put_info(key, shared);
   return shared;
@@ -164,7 +165,8 @@ Result<std::shared_ptr<const PdfInfo>> inspect_document(std::span<const uint8_t>
 
 Result<std::shared_ptr<const ImageRGB>> render_document_page(std::span<const uint8_t> bytes, const DocumentKey& key,
                                                              const PdfInfo& info, const PagePlan& page, PageCache* cache,
-                                                             const DocumentOptions& options, bool* cached) {
+                                                             const DocumentOptions& options, bool* cached,
+                                                             PdfFailure* why) {
   if (cached) *cached = false;
   if (cache)
     if (auto hit = cache->find_page(key, page)) {
@@ -172,7 +174,7 @@ Result<std::shared_ptr<const ImageRGB>> render_document_page(std::span<const uin
       return hit;
     }
   QVL_ASSIGN_OR_RETURN(ImageRGB img, pdf_render_page(bytes, info.page[static_cast<size_t>(page.number) - 1], page.number,
-                                                     page.width, page.height, options.pdf));
+                                                     page.width, page.height, options.pdf, why));
   auto shared = std::make_shared<const ImageRGB>(std::move(img));
   if (cache) {
     cache->count_render();

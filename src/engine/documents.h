@@ -102,12 +102,14 @@ class PageCache {
 
 // The page list of a document, from the cache or a confined pdfinfo (kept in the cache).
 Result<std::shared_ptr<const PdfInfo>> inspect_document(std::span<const uint8_t> bytes, const DocumentKey& key,
-                                                        PageCache* cache, const DocumentOptions& options);
+                                                        PageCache* cache, const DocumentOptions& options,
+                                                        PdfFailure* why = nullptr);
 
 // One planned page's pixels, from the cache or a confined pdftoppm (kept in the cache). `cached` says which.
 Result<std::shared_ptr<const ImageRGB>> render_document_page(std::span<const uint8_t> bytes, const DocumentKey& key,
                                                              const PdfInfo& info, const PagePlan& page, PageCache* cache,
-                                                             const DocumentOptions& options, bool* cached = nullptr);
+                                                             const DocumentOptions& options, bool* cached = nullptr,
+                                                             PdfFailure* why = nullptr);
 
 // A document named on the command line (qvl run / chat --file, /file): read, inspected by a confined pdfinfo,
 // its pages selected ("1-3,7"; empty: all). Done before the model loads, so a bad file fails first.

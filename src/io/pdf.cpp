@@ -212,7 +212,10 @@ Status pdf_renderer_available() {
   return Status::Ok();
 }
 
-Result<PdfInfo> pdf_inspect(std::span<const uint8_t> bytes, const PdfLimits& limits) {
+Result<PdfInfo> pdf_inspect(std::span<const uint8_t> bytes, const PdfLimits& limits, PdfFailure* why_out) {
+  PdfFailure why_local;
+  PdfFailure& why = why_out ? *why_out : why_local;
+  why = PdfFailure::kRequest;
   if (bytes.size() > limits.max_file_bytes)
     return Status::Error("the PDF is " + std::to_string(bytes.size()) + " bytes, over the limit of " +
                          std::to_string(limits.max_file_bytes) + " bytes a document");
@@ -220,8 +223,10 @@ Result<PdfInfo> pdf_inspect(std::span<const uint8_t> bytes, const PdfLimits& lim
   QVL_RETURN_IF_ERROR(pdf_renderer_available());
   const Programs& p = programs();
   const SandboxLimits sl = worker_limits(limits.inspect_timeout_s, limits.worker_memory_bytes, 1 << 20);
+  why = PdfFailure::kServer;
   QVL_ASSIGN_OR_RETURN(SandboxResult r, run_sandboxed({p.pdfinfo, "-f", "1", "-l", std::to_string(limits.max_pages), "-"},
                                                       bytes, sl, p.readable));
+  why = PdfFailure::kDocument;
   if (r.err.find("Incorrect password") != std::string::npos)
     return Status::Error("the PDF is encrypted with a password; qvl does not open encrypted documents: send an "
                          "unencrypted copy");
@@ -229,8 +234,12 @@ Result<PdfInfo> pdf_inspect(std::span<const uint8_t> bytes, const PdfLimits& lim
   const std::string_view text(reinterpret_cast<const char*>(r.out.data()), r.out.size());
   auto info = parse_pdfinfo(text, limits.max_pages);
   if (!info.ok()) {
-    const std::string why = first_error_line(r.err);
-    return Status::Error("the PDF could not be read" + (why.empty() ? "" : " (" + why + ")") + ": " +
+    if (info.status().message().find("pages, over the limit of") != std::string::npos) {
+      why = PdfFailure::kRequest;
+      return info.status();
+    }
+    const std::string line = first_error_line(r.err);
+    return Status::Error("the PDF could not be read" + (line.empty() ? "" : " (" + line + ")") + ": " +
                          info.status().message());
   }
   if (info->encrypted)
@@ -241,7 +250,10 @@ Result<PdfInfo> pdf_inspect(std::span<const uint8_t> bytes, const PdfLimits& lim
 }
 
 Result<ImageRGB> pdf_render_page(std::span<const uint8_t> bytes, const PdfPage& page, int number, int width, int height,
-                                 const PdfLimits& limits) {
+                                 const PdfLimits& limits, PdfFailure* why_out) {
+  PdfFailure why_local;
+  PdfFailure& why = why_out ? *why_out : why_local;
+  why = PdfFailure::kRequest;
   if (width < 1 || height < 1 || int64_t{width} * height > (int64_t{1} << 28))
     return Status::Error("page " + std::to_string(number) + ": a render size of " + std::to_string(width) + " x " +
                          std::to_string(height) + " pixels is out of range");
@@ -253,14 +265,16 @@ Result<ImageRGB> pdf_render_page(std::span<const uint8_t> bytes, const PdfPage& 
   const uint64_t expect = uint64_t{3} * static_cast<uint64_t>(width) * static_cast<uint64_t>(height) + 64;
   const SandboxLimits sl = worker_limits(limits.render_timeout_s, limits.worker_memory_bytes, expect);
   const std::string n = std::to_string(number);
+  why = PdfFailure::kServer;
   QVL_ASSIGN_OR_RETURN(SandboxResult r, run_sandboxed({p.pdftoppm, "-f", n, "-l", n, "-cropbox", "-scale-to-x",
                                                        std::to_string(sx), "-scale-to-y", std::to_string(sy), "-"},
                                                       bytes, sl, p.readable));
+  why = PdfFailure::kDocument;
   const std::string what = "rendering page " + n;
   if (!r.ok()) return Status::Error(worker_failure(r, what.c_str(), limits.render_timeout_s));
   if (r.out.empty()) {
-    const std::string why = first_error_line(r.err);
-    return Status::Error(what + " gave no image" + (why.empty() ? "" : " (" + why + ")"));
+    const std::string line = first_error_line(r.err);
+    return Status::Error(what + " gave no image" + (line.empty() ? "" : " (" + line + ")"));
   }
   QVL_ASSIGN_OR_RETURN(std::vector<ImageRGB> images, split_ppm(r.out, 1, int64_t{width} * height));
   if (images.size() != 1 || images[0].width != width || images[0].height != height)
@@ -270,7 +284,10 @@ Result<ImageRGB> pdf_render_page(std::span<const uint8_t> bytes, const PdfPage& 
 }
 
 Result<std::vector<ImageRGB>> pdf_render_thumbnails(std::span<const uint8_t> bytes, int first, int last, int max_side,
-                                                    const PdfLimits& limits) {
+                                                    const PdfLimits& limits, PdfFailure* why_out) {
+  PdfFailure why_local;
+  PdfFailure& why = why_out ? *why_out : why_local;
+  why = PdfFailure::kRequest;
   if (first < 1 || last < first || max_side < 1 || max_side > 2048)
     return Status::Error("thumbnails: pages " + std::to_string(first) + " to " + std::to_string(last) + " at " +
                          std::to_string(max_side) + " pixels is out of range");
@@ -280,9 +297,11 @@ Result<std::vector<ImageRGB>> pdf_render_thumbnails(std::span<const uint8_t> byt
   const uint64_t per_page = uint64_t{3} * static_cast<uint64_t>(max_side) * static_cast<uint64_t>(max_side) + 64;
   const double seconds = limits.render_timeout_s + 0.25 * count;
   const SandboxLimits sl = worker_limits(seconds, limits.worker_memory_bytes, per_page * static_cast<uint64_t>(count));
+  why = PdfFailure::kServer;
   QVL_ASSIGN_OR_RETURN(SandboxResult r, run_sandboxed({p.pdftoppm, "-f", std::to_string(first), "-l", std::to_string(last),
                                                        "-cropbox", "-scale-to", std::to_string(max_side), "-"},
                                                       bytes, sl, p.readable));
+  why = PdfFailure::kDocument;
   if (r.timed_out || r.output_too_large || (r.out.empty() && !r.ok()))
     return Status::Error(worker_failure(r, "rendering the page previews", seconds));
   // A page that failed partway leaves the pages before it: they are kept.

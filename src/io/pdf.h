@@ -38,6 +38,11 @@ struct PdfLimits {
   uint64_t worker_memory_bytes = uint64_t{1} << 30;  // each worker's address space
 };
 
+// Why a PDF call failed: the request's fault (over a limit, not a PDF: a 400), the document's (encrypted, or
+// Poppler cannot read or render it, or runs out of time or memory on it: a 422), or the server's (no worker
+// could be started: a 503).
+enum class PdfFailure { kRequest, kDocument, kServer };
+
 // "%PDF-" within the first 1,024 bytes (where readers look for it).
 bool is_pdf(std::span<const uint8_t> bytes);
 
@@ -54,17 +59,17 @@ Status pdf_renderer_available();
 
 // The page list of a PDF, from a confined pdfinfo. Refuses files over the size limit, with more pages than
 // max_pages, encrypted ones (with or without a user password), and what Poppler cannot open, naming why.
-Result<PdfInfo> pdf_inspect(std::span<const uint8_t> bytes, const PdfLimits& limits);
+Result<PdfInfo> pdf_inspect(std::span<const uint8_t> bytes, const PdfLimits& limits, PdfFailure* why = nullptr);
 
 // Page `number` (from 1) rendered by a confined pdftoppm to exactly `width` x `height` RGB pixels (the shown
 // page: after its rotation), anti-aliased, its crop box scaled to fill it.
 Result<ImageRGB> pdf_render_page(std::span<const uint8_t> bytes, const PdfPage& page, int number, int width, int height,
-                                 const PdfLimits& limits);
+                                 const PdfLimits& limits, PdfFailure* why = nullptr);
 
 // Pages first..last (from 1) rendered in one worker, each with its longer side `max_side` pixels (small
 // previews). A page the worker could not render ends the list early.
 Result<std::vector<ImageRGB>> pdf_render_thumbnails(std::span<const uint8_t> bytes, int first, int last, int max_side,
-                                                    const PdfLimits& limits);
+                                                    const PdfLimits& limits, PdfFailure* why = nullptr);
 
 // A page selection as people write it: "1-3,7", "2", "5-" (to the end), "all" or "" (every page); numbers from 1,
 // in the order given, each at most once. Errors name the part and the document's page count.

@@ -325,16 +325,6 @@ std::optional<ApiError> load_image_for_request(const ApiContext& ctx, ImageBudge
   return fit_to_model(ctx, budget, options, k, std::move(img), where, out);
 }
 
-namespace {
-
-// PDF pages rendering at once in this process (each a worker process with up to --pdf-worker-memory-mb).
-std::counting_semaphore<>& page_renderers() {
-  static std::counting_semaphore<> gate(2);
-  return gate;
-}
-
-}  // namespace
-
 std::optional<ApiError> load_page_for_request(const ApiContext& ctx, ImageBudget& budget, GenerateOptions& options,
                                               size_t k, const LoadedDocument& doc, const RequestImage& page,
                                               std::chrono::steady_clock::time_point deadline, ImageRGB& out) {
@@ -352,11 +342,20 @@ std::optional<ApiError> load_page_for_request(const ApiContext& ctx, ImageBudget
   std::shared_ptr<const ImageRGB> pixels;
   if (ctx.page_cache) pixels = ctx.page_cache->find_page(doc.key, page.plan);
   if (!pixels) {
-    if (!page_renderers().try_acquire_until(deadline))
+    // Within the request's time: its pages are not rendered past its deadline, each at most the time left.
+    const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0.5)
+      return ApiError{503, "the request's time limit (--timeout) ran out while its pages were rendered", "timeout", page.where};
+    DocumentWorkerTurn turn(deadline);
+    if (!turn.ok())
       return ApiError{503, "the server is busy rendering other documents' pages; retry in a few seconds", "busy", page.where, 2};
-    auto rendered = render_document_page(doc.bytes, doc.key, *doc.info, page.plan, ctx.page_cache, ctx.documents);
-    page_renderers().release();
-    if (!rendered.ok()) return ApiError{422, page.where + ": " + rendered.status().message(), "invalid_document", page.where};
+    DocumentOptions limits = ctx.documents;
+    limits.pdf.render_timeout_s = std::min(limits.pdf.render_timeout_s, left);
+    PdfFailure why = PdfFailure::kDocument;
+    auto rendered = render_document_page(doc.bytes, doc.key, *doc.info, page.plan, ctx.page_cache, limits, nullptr, &why);
+    if (!rendered.ok())
+      return ApiError{document_status(why), page.where + ": " + rendered.status().message(),
+                      why == PdfFailure::kServer ? "busy" : "invalid_document", page.where};
     pixels = *rendered;
   }
   return fit_to_model(ctx, budget, options, k, Result<ImageRGB>(ImageRGB(*pixels)), where, out);
@@ -502,7 +501,7 @@ std::optional<ApiError> make_inference_request(const ApiContext& ctx,
     all[k].page = k < pages.size() ? pages[k] : 0;
   }
   std::vector<LoadedDocument> docs;
-  if (auto e = expand_documents(ctx, documents, messages, options, all, docs)) return e;
+  if (auto e = expand_documents(ctx, documents, messages, options, all, docs, deadline)) return e;
   for (size_t k = 0; k < all.size(); ++k) {
     const RequestImage& ri = all[k];
     ImageRGB img;

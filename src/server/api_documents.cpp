@@ -21,17 +21,22 @@ void document_pages(ApiContext& ctx, const http::Request& req, http::Response& r
     return fail({400, "file_data: expected the PDF as a data: URI (data:application/pdf;base64,...)", "", "file_data"});
   int64_t side = 160;
   if (Status s = read_int(*body, "thumbnail_size", side); !s.ok()) return fail({400, s.message(), "", "thumbnail_size"});
-  if (side < 32 || side > 512)
-    return fail({400, "thumbnail_size: expected 32 to 512 pixels, got " + std::to_string(side), "", "thumbnail_size"});
+  if (side < 32 || side > 256)
+    return fail({400, "thumbnail_size: expected 32 to 256 pixels, got " + std::to_string(side), "", "thumbnail_size"});
   if (Status s = pdf_renderer_available(); !s.ok()) return fail({501, s.message(), "documents_unsupported"});
   auto bytes = load_request_document_bytes(data, ctx.images, "file_data");
   if (!bytes.ok()) return fail({400, bytes.status().message(), "invalid_document", "file_data"});
   const DocumentKey key = document_key(*bytes);
-  auto info = inspect_document(*bytes, key, ctx.page_cache, ctx.documents);
-  if (!info.ok()) return fail({422, "file_data: " + info.status().message(), "invalid_document", "file_data"});
+  // One worker turn for the page list and the previews (the same two turns chat requests' pages take).
+  DocumentWorkerTurn turn(request_deadline(ctx));
+  if (!turn.ok()) return fail({503, "the server is busy reading other documents; retry in a few seconds", "busy", "", 2});
+  PdfFailure why = PdfFailure::kDocument;
+  auto info = inspect_document(*bytes, key, ctx.page_cache, ctx.documents, &why);
+  if (!info.ok()) return fail({document_status(why), "file_data: " + info.status().message(), "invalid_document", "file_data"});
   const int last = std::min((*info)->pages, kMaxThumbnails);
-  auto images = pdf_render_thumbnails(*bytes, 1, last, static_cast<int>(side), ctx.documents.pdf);
-  if (!images.ok()) return fail({422, "file_data: " + images.status().message(), "invalid_document", "file_data"});
+  auto images = pdf_render_thumbnails(*bytes, 1, last, static_cast<int>(side), ctx.documents.pdf, &why);
+  if (!images.ok())
+    return fail({document_status(why), "file_data: " + images.status().message(), "invalid_document", "file_data"});
   json thumbs = json::array();
   for (size_t k = 0; k < images->size(); ++k) {
     const ImageRGB& img = (*images)[k];

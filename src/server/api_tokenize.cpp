@@ -67,6 +67,9 @@ void apply_template(ApiContext& ctx, const http::Request& req, http::Response& r
   // The body of a chat request: its messages, tools and tool_choice read as /v1/chat/completions reads them.
   auto parsed = parse_chat_completion(*body, ctx.defaults);
   if (!parsed.ok()) return fail({400, parsed.status().message()});
+  if (!parsed->documents.empty())  // their pages are known only once a worker has read the file
+    return fail({400, parsed->documents[0].where + ": /apply-template does not read documents; in a chat request each "
+                      "selected page becomes \"Page n: \" and an image (docs/API.md, Documents)", "", "messages"});
   bool generation_prompt = true;
   if (Status s = read_bool(*body, "add_generation_prompt", generation_prompt); !s.ok()) return fail({400, s.message()});
   ChatOptions options = parsed->options.chat;

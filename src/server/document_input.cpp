@@ -4,6 +4,8 @@
 
 #include "server/api.h"
 
+#include <semaphore>
+
 namespace qvl::server {
 
 namespace {
@@ -45,7 +47,29 @@ Status read_size(const json& obj, const std::string& where, PreprocessOptions& o
   return Status::Ok();
 }
 
+std::counting_semaphore<>& document_workers() {
+  static std::counting_semaphore<> gate(2);
+  return gate;
+}
+
 }  // namespace
+
+DocumentWorkerTurn::DocumentWorkerTurn(std::chrono::steady_clock::time_point deadline) {
+  held_ = document_workers().try_acquire_until(std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(10)));
+}
+
+DocumentWorkerTurn::~DocumentWorkerTurn() {
+  if (held_) document_workers().release();
+}
+
+int document_status(PdfFailure why) {
+  switch (why) {
+    case PdfFailure::kRequest: return 400;
+    case PdfFailure::kDocument: return 422;
+    case PdfFailure::kServer: return 503;
+  }
+  return 422;
+}
 
 Result<DocumentRef> document_part(const json& part, const std::string& where) {
   DocumentRef d;
@@ -82,14 +106,19 @@ Result<DocumentRef> document_part(const json& part, const std::string& where) {
 
 std::optional<ApiError> expand_documents(const ApiContext& ctx, const std::vector<DocumentRef>& documents,
                                          std::vector<ChatMessage>& messages, GenerateOptions& options,
-                                         std::vector<RequestImage>& images, std::vector<LoadedDocument>& loaded) {
+                                         std::vector<RequestImage>& images, std::vector<LoadedDocument>& loaded,
+                                         std::chrono::steady_clock::time_point deadline) {
   if (documents.empty()) return std::nullopt;
+  if (documents.size() > kMaxDocumentsPerRequest)
+    return ApiError{400, "the request has " + std::to_string(documents.size()) + " documents; at most " +
+                             std::to_string(kMaxDocumentsPerRequest) + " are read per request (join them, or send fewer)",
+                    "too_many_documents", documents[kMaxDocumentsPerRequest].where};
   if (Status s = pdf_renderer_available(); !s.ok())
     return ApiError{501, s.message(), "documents_unsupported", documents[0].where};
   const Model* model = ctx.scheduler.model();
   const ImageProcessorConfig pc = model ? model->image_config() : ImageProcessorConfig{};
   std::vector<std::vector<PagePlan>> plans;
-  int64_t tokens = 0;
+  int64_t tokens = 0, pixels = 0;
   int pages = 0;
   for (const DocumentRef& d : documents) {
     auto bytes = load_request_document_bytes(d.ref, ctx.images, d.where);
@@ -97,21 +126,42 @@ std::optional<ApiError> expand_documents(const ApiContext& ctx, const std::vecto
     LoadedDocument doc;
     doc.bytes = std::move(bytes).value();
     doc.key = document_key(doc.bytes);
-    auto info = inspect_document(doc.bytes, doc.key, ctx.page_cache, ctx.documents);
-    if (!info.ok()) return ApiError{422, d.where + ": " + info.status().message(), "invalid_document", d.where};
-    doc.info = *info;
+    std::shared_ptr<const PdfInfo> cached = ctx.page_cache ? ctx.page_cache->find_info(doc.key) : nullptr;
+    if (!cached) {
+      DocumentWorkerTurn turn(deadline);
+      if (!turn.ok())
+        return ApiError{503, "the server is busy reading other documents; retry in a few seconds", "busy", d.where, 2};
+      PdfFailure why = PdfFailure::kDocument;
+      auto info = inspect_document(doc.bytes, doc.key, ctx.page_cache, ctx.documents, &why);
+      if (!info.ok())
+        return ApiError{document_status(why), d.where + ": " + info.status().message(),
+                        why == PdfFailure::kServer ? "busy" : "invalid_document", d.where};
+      cached = *info;
+    }
+    doc.info = cached;
     auto selected = parse_page_selection(d.pages, doc.info->pages);
     if (!selected.ok()) return ApiError{400, d.where + ": " + selected.status().message(), "invalid_pages", d.where};
+    if (pages + static_cast<int64_t>(selected->size()) > ctx.documents.max_pages_per_request)
+      return ApiError{400, d.where + ": the request's documents select " + std::to_string(pages + selected->size()) +
+                               " pages, over the limit of " + std::to_string(ctx.documents.max_pages_per_request) +
+                               " pages a request (--pdf-max-pages); select fewer (pages)",
+                      "invalid_pages", d.where};
     // The document's own size bounds, within the request's, as an image part's (image_options).
     GenerateOptions one;
     one.image = options.image;
     one.per_image = {d.size};
     const PreprocessOptions o = image_options(one, 0, pc);
-    DocumentOptions limits = ctx.documents;
-    limits.max_pages_per_request = std::max(0, ctx.documents.max_pages_per_request - pages);
-    auto plan = plan_pages(*doc.info, *selected, pc, o, limits, std::max<int64_t>(0, options.context - tokens));
+    auto plan = plan_pages(*doc.info, *selected, pc, o, ctx.documents, std::max<int64_t>(0, options.context - tokens));
     if (!plan.ok()) return ApiError{400, d.where + ": " + plan.status().message(), "invalid_pages", d.where};
-    for (const PagePlan& p : *plan) tokens += p.tokens;
+    for (const PagePlan& p : *plan) {
+      tokens += p.tokens;
+      pixels += int64_t{p.width} * p.height;
+    }
+    if (pixels > ctx.documents.max_request_pixels)
+      return ApiError{400, d.where + ": the request's pages render to " + std::to_string(pixels) + " pixels, over the " +
+                               "limit of " + std::to_string(ctx.documents.max_request_pixels) + " a request; select fewer " +
+                               "pages or lower max_pixels",
+                      "invalid_pages", d.where};
     pages += static_cast<int>(plan->size());
     plans.push_back(std::move(plan).value());
     loaded.push_back(std::move(doc));

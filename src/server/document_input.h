@@ -4,6 +4,7 @@
 // pages in prompt order.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +22,26 @@ namespace qvl::server {
 
 struct ApiContext;
 struct ApiError;
+
+inline constexpr size_t kMaxDocumentsPerRequest = 16;  // file parts of one request, each read by a worker
+
+// A turn of the confined PDF workers (pdfinfo, pdftoppm, previews): at most two run at once in a server, each
+// with up to --pdf-worker-memory-mb. A turn is waited for at most 10 s and never past the request's deadline;
+// without one the request gets 503, so no HTTP worker waits long behind slow documents.
+class DocumentWorkerTurn {
+ public:
+  explicit DocumentWorkerTurn(std::chrono::steady_clock::time_point deadline);
+  ~DocumentWorkerTurn();
+  DocumentWorkerTurn(const DocumentWorkerTurn&) = delete;
+  DocumentWorkerTurn& operator=(const DocumentWorkerTurn&) = delete;
+  bool ok() const { return held_; }
+
+ private:
+  bool held_ = false;
+};
+
+// The HTTP status of a PDF failure: 400 (the request), 422 (the document), 503 (no worker could start).
+int document_status(PdfFailure why);
 
 struct DocumentRef {
   std::string ref;    // file_data (a data: URI or base64), a file name under --media-dir, or an allowed URL
@@ -55,6 +76,7 @@ struct LoadedDocument {
 // that cannot be read (damaged, encrypted, the renderer failed or timed out).
 std::optional<ApiError> expand_documents(const ApiContext& ctx, const std::vector<DocumentRef>& documents,
                                          std::vector<ChatMessage>& messages, GenerateOptions& options,
-                                         std::vector<RequestImage>& images, std::vector<LoadedDocument>& loaded);
+                                         std::vector<RequestImage>& images, std::vector<LoadedDocument>& loaded,
+                                         std::chrono::steady_clock::time_point deadline);
 
 }  // namespace qvl::server

@@ -334,6 +334,7 @@ Result<ResponsesRequest> parse_responses(const json& body, const json& history, 
   r.chat = std::move(parsed).value();
   for (auto& [ref, w] : r.chat.images) w = rename(w, where);
   for (VideoRef& v : r.chat.videos) v.where = rename(v.where, where);
+  for (DocumentRef& d : r.chat.documents) d.where = rename(d.where, where);
   for (std::string& w : r.chat.warnings) w = rename(w, where);
   r.chat.options.logprobs = r.logprobs ? static_cast<int>(top_logprobs) : -1;
   r.input = std::move(this_input);
