@@ -1,6 +1,7 @@
-// run_sandboxed: fork, confine the child with system calls only (it is a copy of a many-threaded server:
-// nothing that takes a lock runs between fork and exec), exec; the parent feeds nothing (the input is a
-// sealed memfd on the child's stdin), reads stdout and stderr until they close, the deadline or the cap.
+// run_sandboxed: posix_spawn this executable as a one-shot helper (no page table of the server is copied, no
+// code of the server's runs in a forked copy of it), which confines itself and execs the program; the parent
+// feeds nothing (the input is a sealed memfd on the worker's stdin), reads stdout and stderr until they close,
+// the deadline or the cap, and reaps it.
 #include "util/sandbox.h"
 
 #include <fcntl.h>
@@ -9,6 +10,7 @@
 #include <linux/landlock.h>
 #include <linux/seccomp.h>
 #include <poll.h>
+#include <spawn.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -18,10 +20,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+extern char** environ;
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -172,53 +177,65 @@ void write_all(int fd, const void* data, size_t size) {
   }
 }
 
-// In the child, from fork to exec: system calls only. Reports a failed step as errno on `report` and exits.
-[[noreturn]] void child(const char* path, char* const* argv, char* const* envp, int max_fd, int in_fd, int out_fd, int err_fd,
-                        int report, int ruleset, const SandboxLimits& limits, pid_t parent) {
+constexpr const char* kHelperTag = "__qvl_sandbox_v1";
+
+// The helper: this very executable started by posix_spawn (which copies no page table, unlike fork() of a
+// server holding gigabytes) with argv = [exe, kHelperTag, parent pid, address-space bytes, CPU seconds, N,
+// N readable paths, "--", program, args...], its stdin/stdout/stderr already the worker's and fd 3 the report
+// pipe. A fresh single-threaded process: it confines itself, then execs the program. A failed step is
+// reported on fd 3 as {step, errno}.
+[[noreturn]] void helper_main(int argc, char** argv) {
+  const int report = 3;
   auto fail = [&](int step) {
     const int e[2] = {step, errno};
     write_all(report, e, sizeof(e));
     _exit(127);
   };
-  setpgid(0, 0);
+  if (argc < 8) fail(8);
+  const pid_t parent = static_cast<pid_t>(std::strtol(argv[2], nullptr, 10));
+  const uint64_t address_space = std::strtoull(argv[3], nullptr, 10);
+  const rlim_t cpu_seconds = static_cast<rlim_t>(std::strtoull(argv[4], nullptr, 10));
+  const int n_readable = static_cast<int>(std::strtol(argv[5], nullptr, 10));
+  if (n_readable < 0 || 6 + n_readable + 1 >= argc || std::strcmp(argv[6 + n_readable], "--") != 0) fail(8);
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(1);
   if (getppid() != parent) _exit(127);  // the server died before the line above
-  // Signals: the server blocks some and ignores SIGPIPE; the child starts with the defaults.
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  signal(SIGPIPE, SIG_DFL);
-  if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) fail(2);
+  if (fcntl(report, F_SETFD, FD_CLOEXEC) != 0) fail(2);
   // Under memory pressure the kernel kills the worker before the server.
   if (const int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); oom >= 0) {
     write_all(oom, "1000", 4);
     close(oom);
   }
-  const rlimit as{limits.address_space_bytes, limits.address_space_bytes};
-  const rlimit cpu{static_cast<rlim_t>(limits.cpu_seconds), static_cast<rlim_t>(limits.cpu_seconds) + 1};
+  const rlimit as{address_space, address_space};
+  const rlimit cpu{cpu_seconds, cpu_seconds + 1};
   const rlimit zero{0, 0};
   const rlimit files{64, 64};
   if (setrlimit(RLIMIT_AS, &as) != 0 || setrlimit(RLIMIT_CPU, &cpu) != 0 || setrlimit(RLIMIT_FSIZE, &zero) != 0 ||
       setrlimit(RLIMIT_CORE, &zero) != 0 || setrlimit(RLIMIT_NOFILE, &files) != 0)
     fail(3);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(4);
-  if (ruleset >= 0 && syscall(__NR_landlock_restrict_self, ruleset, 0) != 0) fail(5);
+  const std::vector<std::string> readable(argv + 6, argv + 6 + n_readable);
+  if (const int ruleset = make_ruleset(readable); ruleset >= 0) {
+    if (syscall(__NR_landlock_restrict_self, ruleset, 0) != 0) fail(5);
+    close(ruleset);
+  }
   Filter filter;
   make_filter(filter, getpid());
   if (filter.full()) fail(6);
   sock_fprog prog{filter.n, filter.code};
   if (syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) fail(6);
-  // Nothing of the server stays open: descriptors 3 and up are closed (the report pipe is close-on-exec, so
-  // it is kept to the last moment and closes by itself at exec).
-  if (report != 3) {
-    if (dup3(report, 3, O_CLOEXEC) < 0) fail(2);
-    report = 3;
-  }
+  // Nothing of the server stays open: 4 and up are closed; the report pipe closes by itself at exec.
   if (syscall(__NR_close_range, 4u, ~0u, 0u) != 0)
-    for (int fd = 4; fd < max_fd; ++fd) close(fd);
-  execve(path, argv, envp);
+    for (int fd = 4; fd < 65536; ++fd) close(fd);
+  char** program = argv + 6 + n_readable + 1;
+  execve(program[0], program, environ);
   fail(7);
   _exit(127);  // not reached: fail() exits
+}
+
+// Runs before main() in every executable that links this file (qvl, the tests, the fuzz targets): glibc hands
+// .init_array functions argc, argv and the environment. Anything but the helper's tag returns at once.
+__attribute__((constructor)) void sandbox_helper_entry(int argc, char** argv, char** /*envp*/) {
+  if (argc > 1 && argv && argv[1] && std::strcmp(argv[1], kHelperTag) == 0) helper_main(argc, argv);
 }
 
 const char* step_name(int step) {
@@ -230,6 +247,7 @@ const char* step_name(int step) {
     case 5: return "entering its Landlock domain";
     case 6: return "installing its seccomp filter";
     case 7: return "executing it";
+    case 8: return "reading its helper's arguments";
     default: return "starting it";
   }
 }
@@ -267,8 +285,8 @@ Result<SandboxResult> run_sandboxed(const std::vector<std::string>& argv, std::s
                                     const SandboxLimits& limits, const std::vector<std::string>& readable) {
   if (argv.empty() || argv[0].empty() || argv[0][0] != '/')
     return Status::Error("run_sandboxed: expected an absolute program path, got '" + (argv.empty() ? "" : argv[0]) + "'");
-  // Everything the child needs is made here, before fork, on descriptors 10 and up (so that the child's dup2()
-  // onto 0, 1, 2 and 3 never lands on one of them, even in a server started with 0-2 closed).
+  // What the helper needs, on descriptors 10 and up (so that its dup2() onto 0, 1, 2 and 3 never lands on one
+  // of them, even in a server started with 0-2 closed).
   Fd in(high_fd(static_cast<int>(syscall(__NR_memfd_create, "qvl-sandbox-input", MFD_CLOEXEC | MFD_ALLOW_SEALING))));
   if (in.fd < 0) return Status::Error(std::string("run_sandboxed: memfd_create failed: ") + std::strerror(errno));
   write_all(in.fd, input.data(), input.size());
@@ -283,29 +301,46 @@ Result<SandboxResult> run_sandboxed(const std::vector<std::string>& argv, std::s
   Fd rep_r(high_fd(p_rep[0])), rep_w(high_fd(p_rep[1]));
   if (in.fd < 0 || out_r.fd < 0 || out_w.fd < 0 || err_r.fd < 0 || err_w.fd < 0 || rep_r.fd < 0 || rep_w.fd < 0)
     return Status::Error("run_sandboxed: no file descriptor left");
-  Fd ruleset(high_fd(make_ruleset(readable)));
-  rlimit nofile{};
-  getrlimit(RLIMIT_NOFILE, &nofile);
-  const int max_fd = nofile.rlim_cur > 0 && nofile.rlim_cur < (1u << 20) ? static_cast<int>(nofile.rlim_cur) : 1 << 20;
+  // The helper's arguments (see helper_main) and a minimal environment: fontconfig looks for a cache under
+  // $HOME or XDG_CACHE_HOME, finds none it may write, and carries on.
+  std::vector<std::string> strings = {"/proc/self/exe", kHelperTag, std::to_string(getpid()),
+                                      std::to_string(limits.address_space_bytes), std::to_string(limits.cpu_seconds),
+                                      std::to_string(readable.size())};
+  strings.insert(strings.end(), readable.begin(), readable.end());
+  strings.push_back("--");
+  strings.insert(strings.end(), argv.begin(), argv.end());
   std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : strings) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  // fontconfig looks for a cache under $HOME or XDG_CACHE_HOME: it finds none it may write, and carries on.
   const char* env[] = {"PATH=/usr/bin:/bin", "LANG=C", "LC_ALL=C", "HOME=/nonexistent", "XDG_CACHE_HOME=/nonexistent",
                        nullptr};
-  const pid_t parent = getpid();
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_adddup2(&actions, in.fd, 0);
+  posix_spawn_file_actions_adddup2(&actions, out_w.fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, err_w.fd, 2);
+  posix_spawn_file_actions_adddup2(&actions, rep_w.fd, 3);
+  // Its own process group (killed whole), every signal unblocked and at its default (the server blocks SIGINT
+  // and SIGTERM and ignores SIGPIPE).
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   const auto start = std::chrono::steady_clock::now();
-  const pid_t pid = fork();
-  if (pid < 0) return Status::Error(std::string("run_sandboxed: fork failed: ") + std::strerror(errno));
-  if (pid == 0)
-    child(args[0], args.data(), const_cast<char* const*>(env), max_fd, in.fd, out_w.fd, err_w.fd, rep_w.fd, ruleset.fd,
-          limits, parent);
-  setpgid(pid, pid);  // also from here, so the group exists before any kill below
+  pid_t pid = -1;
+  const int spawned = posix_spawn(&pid, "/proc/self/exe", &actions, &attr, args.data(), const_cast<char* const*>(env));
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (spawned != 0) return Status::Error(std::string("run_sandboxed: could not start its helper: ") + std::strerror(spawned));
   out_w.reset();
   err_w.reset();
   rep_w.reset();
   in.reset();
-  ruleset.reset();
 
   SandboxResult r;
   const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
