@@ -7,7 +7,8 @@
 const Documents = (() => {
   const MAX_FILE = 14 << 20;     // the largest PDF attached: its base64 (4/3 larger) fits the default --max-body of 20 MB
   const THUMBNAIL_SIZE = 160;    // a page picture's longest side in pixels: shown at 4rem, sharp on a HiDPI screen
-  const CHOSEN_AT_FIRST = 20;    // pages chosen when a document is attached: a long one would not fit the context
+  const CHOSEN_AT_FIRST = 3;     // pages chosen when a document is attached: about what the default context holds
+                                 // at the default resolution (1 MP, ~1,000 tokens a page); the server says how many fit
   const BUBBLE_THUMBS = 4;       // page pictures kept with a sent document: stored with the conversation, so few
 
   // "%PDF-" within the first 1024 bytes: where PDF readers look for it (some files have bytes before it).
