@@ -159,6 +159,17 @@ TEST_F(LoneBinary, ServesTheDemoWithNothingBesideIt) {
   EXPECT_EQ(server.wait(), 0) << server.err();
 }
 
+// A PDF's pages through a copied binary: its confined worker is the copy itself, re-entered (posix_spawn of
+// /proc/self/exe), and Poppler's programs come from PATH.
+TEST_F(LoneBinary, ReadsAPdfWithNothingBesideIt) {
+  Ran r = run(qvl_, {"run", "--model", (root_->path / "st").string(), "--file", qvl::test::data_dir() + "/pdf/three_a4.pdf",
+                     "--pages", "2", "--max-pixels", "200704", "-p", "What does it say?", "-n", "2", "--threads", "1"},
+              root_->path);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "page 2 rendered")) << r.err;
+  EXPECT_TRUE(contains(r.err, "176 image tokens")) << r.err;
+}
+
 TEST_F(LoneBinary, RunsAGgufPairAndATextGgufWithAndWithoutMmproj) {
   const std::string image = qvl::test::data_dir() + "/images/png_rgb8_256x256.png";
   // The pair: the mmproj beside the file.

@@ -15,6 +15,7 @@ container has them, and checks what the image promises:
   - SIGTERM (the STOPSIGNAL) drains and exits 0.
 Needs root (debootstrap, chroot, mount). Exit 77 (CTest: skipped) without them, unless CI is set.
 Usage: container_rootfs.py BUILD_DIR [--keep DIR]"""
+import base64
 import json
 import os
 import re
@@ -308,11 +309,19 @@ def main():
             chat = json.dumps({"messages": [{"role": "user", "content": "hello"}], "max_tokens": 4}).encode()
             code, body = http(port, "/v1/chat/completions", chat, {"Content-Type": "application/json"})
             check(code == 200, f"chat through the image: {code} {body[:200]}")
+            # A PDF page through the image: its poppler-utils and the confined worker (posix_spawn of qvl itself).
+            pdf = base64.b64encode(open(os.path.join(ROOT, "tests", "data", "pdf", "three_a4.pdf"), "rb").read()).decode()
+            doc = json.dumps({"max_tokens": 2, "messages": [{"role": "user", "content": [
+                {"type": "file", "file": {"file_data": "data:application/pdf;base64," + pdf, "pages": "2"},
+                 "detail": "low"}, {"type": "text", "text": "What does it say?"}]}]}).encode()
+            code, body = http(port, "/v1/chat/completions", doc, {"Content-Type": "application/json"})
+            check(code == 200, f"a PDF page through the image: {code} {body[:300]}")
             p.send_signal(getattr(signal, image.stopsignal))
             rc = p.wait(timeout=scaled(60))
         out = read(log)
         check(rc == 0 and "stopped" in out, f"after {image.stopsignal}: exit {rc}:\n{out[-800:]}")
         check(f"listening on http://127.0.0.1:{port}" in out, f"without a key it must listen on 127.0.0.1:\n{out}")
+        check("PDF documents rendered by Poppler in confined workers" in out, f"the image renders no PDF:\n{out}")
         if cg_procs:
             check(re.search(r"qvl serve: 1 thread: .*cgroup CPU quota 1 ", out) is not None,
                   f"a quota of one CPU should give one thread:\n{out}")

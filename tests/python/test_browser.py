@@ -12,7 +12,7 @@ import openai
 import pytest
 from PIL import Image, ImageChops
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -51,8 +51,10 @@ def driver():
 
 
 def wait(d, what, timeout=30, message=""):
-    """Polls `what` until it is truthy, for `timeout` seconds at Release speed (scaled here)."""
-    return WebDriverWait(d, scaled(timeout), poll_frequency=0.05).until(lambda _: what(), message)
+    """Polls `what` until it is truthy, for `timeout` seconds at Release speed (scaled here). An element the page
+    redrew between finding it and reading it (stale) is asked again at the next poll."""
+    return WebDriverWait(d, scaled(timeout), poll_frequency=0.05,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(lambda _: what(), message)
 
 
 def open_page(d, url, keep_conversations=False):
