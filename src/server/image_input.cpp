@@ -299,30 +299,45 @@ Result<ImageRGB> load_request_image(std::string_view ref_in, const ImagePolicy& 
   return decode_bytes(*bytes);
 }
 
-bool base64_is_video(std::string_view b64) {
+namespace {
+
+// The first bytes of base64 text (whitespace skipped): `chars` characters decoded, for sniffing a format.
+Result<std::vector<uint8_t>> base64_head(std::string_view b64, size_t chars) {
   std::string head;
   for (char c : trim(b64)) {
     if (std::isspace(static_cast<unsigned char>(c))) continue;
     head += c;
-    if (head.size() >= 512) break;
+    if (head.size() >= chars) break;
   }
   head.resize(head.size() / 4 * 4);
-  auto bytes = base64_decode(head);
-  return bytes.ok() && looks_like_video(*bytes);
+  return base64_decode(head);
 }
 
-Result<std::vector<uint8_t>> load_request_video_bytes(std::string_view ref_in, const ImagePolicy& policy,
-                                                      const std::string& where) {
+// What a loader of not-yet-decoded media (a video, a document) says and reads.
+struct MediaKind {
+  const char* noun;         // "video", "document"
+  const char* data_uri;     // the data: URI example of errors
+  const char* url_advice;   // what to send instead of a URL the server does not fetch
+  const char* data_name;    // "base64 video data"
+  MediaFetcher::Kind fetch;
+  uint64_t max_local_bytes;
+  bool (*is_data)(std::string_view ref);  // base64 text of this kind (rather than a file name)
+};
+
+// The bytes of a media reference: a data: URI, an allowed http(s) URL, base64 text `kind.is_data` recognises, or a
+// file (file:// URI or name) inside policy.image_dir. Not decoded here.
+Result<std::vector<uint8_t>> load_media_bytes(std::string_view ref_in, const ImagePolicy& policy, const std::string& where,
+                                              const MediaKind& kind) {
   const std::string_view ref = trim(ref_in);
-  if (ref.empty()) return Status::Error(where + ": empty video; expected a data: URI or base64 video data");
-  if (starts_with_ci(ref, "data:")) return decode_data_uri(ref, where, "data:video/mp4;base64,<data>");
+  const std::string noun = kind.noun;
+  if (ref.empty()) return Status::Error(where + ": empty " + noun + "; expected a data: URI or " + kind.data_name);
+  if (starts_with_ci(ref, "data:")) return decode_data_uri(ref, where, kind.data_uri);
   if (starts_with_ci(ref, "http://") || starts_with_ci(ref, "https://")) {
     if (!policy.urls || !policy.urls->enabled())
-      return Status::Error(where + ": video URLs are not fetched (got " + quote(ref) +
-                           "); send the video inline as a data: URI (data:video/mp4;base64,...) or as base64 (a server "
-                           "started with --allow-media-urls HOST fetches URLs of HOST)");
+      return Status::Error(where + ": " + noun + " URLs are not fetched (got " + quote(ref) + "); " + kind.url_advice +
+                           " (a server started with --allow-media-urls HOST fetches URLs of HOST)");
     // As an image's bound (2 x --max-body), not a local file's: a fetched body is held in memory.
-    return policy.urls->fetch(ref, MediaFetcher::Kind::kVideo, policy.max_file_bytes, where);
+    return policy.urls->fetch(ref, kind.fetch, policy.max_file_bytes, where);
   }
   std::string_view path = ref;
   bool is_path = false;
@@ -331,89 +346,65 @@ Result<std::vector<uint8_t>> load_request_video_bytes(std::string_view ref_in, c
     is_path = true;
   }
   if (path.find('\0') != std::string_view::npos)
-    return Status::Error(where + ": the video reference has a NUL byte; a path or URI never does");
+    return Status::Error(where + ": the " + noun + " reference has a NUL byte; a path or URI never does");
   if (!is_path) {
     const bool path_like = ref.size() <= 4096 && ref.find('\n') == std::string_view::npos;
-    // Short base64 of a format looks_like_video leaves to the decoder (GIF, Ogg, FLV) is data too.
-    auto head = base64_decode(ref.substr(0, std::min<size_t>(ref.size(), 64) / 4 * 4));
-    const bool other_video = head.ok() && head->size() >= 4 &&
-                             (std::memcmp(head->data(), "GIF8", 4) == 0 || std::memcmp(head->data(), "OggS", 4) == 0 ||
-                              std::memcmp(head->data(), "FLV", 3) == 0);
-    if (!path_like || other_video || base64_is_video(ref)) {
+    if (!path_like || kind.is_data(ref)) {
       auto bytes = base64_decode(ref);
       if (!bytes.ok()) return bytes.status().with_context(where);
       return bytes;
     }
     if (policy.image_dir.empty())
-      return Status::Error(where + ": " + quote(ref) + " is not base64 video data, and local paths are not allowed "
-                           "(start the server with --media-dir DIR to read files from DIR)");
+      return Status::Error(where + ": " + quote(ref) + " is not " + kind.data_name + ", and local paths are not " +
+                           "allowed (start the server with --media-dir DIR to read files from DIR)");
   }
   auto file = resolve_image_path(path, policy);
   if (!file.ok()) return file.status().with_context(where);
-  auto bytes = read_file_bytes(*file, policy.max_video_file_bytes);
-  if (!bytes.ok()) return Status::Error(where + ": cannot read video " + quote(path) + ": " + bytes.status().message());
+  auto bytes = read_file_bytes(*file, kind.max_local_bytes);
+  if (!bytes.ok()) return Status::Error(where + ": cannot read " + noun + " " + quote(path) + ": " + bytes.status().message());
   return bytes;
 }
 
+// Base64 of a video: a container looks_like_video knows, or (short base64 of a format it leaves to the decoder)
+// GIF, Ogg or FLV.
+bool video_data(std::string_view ref) {
+  auto head = base64_decode(ref.substr(0, std::min<size_t>(ref.size(), 64) / 4 * 4));
+  const bool other_video = head.ok() && head->size() >= 4 &&
+                           (std::memcmp(head->data(), "GIF8", 4) == 0 || std::memcmp(head->data(), "OggS", 4) == 0 ||
+                            std::memcmp(head->data(), "FLV", 3) == 0);
+  return other_video || base64_is_video(ref);
+}
+
+}  // namespace
+
+bool base64_is_video(std::string_view b64) {
+  auto bytes = base64_head(b64, 512);
+  return bytes.ok() && looks_like_video(*bytes);
+}
+
 bool base64_is_pdf(std::string_view b64) {
-  std::string head;
-  for (char c : trim(b64)) {
-    if (std::isspace(static_cast<unsigned char>(c))) continue;
-    head += c;
-    if (head.size() >= 1368) break;  // 1,026 bytes: where readers look for %PDF-
-  }
-  head.resize(head.size() / 4 * 4);
-  auto bytes = base64_decode(head);
+  auto bytes = base64_head(b64, 1368);  // 1,026 bytes: where readers look for %PDF-
   return bytes.ok() && is_pdf(*bytes);
 }
 
-Result<std::vector<uint8_t>> load_request_document_bytes(std::string_view ref_in, const ImagePolicy& policy,
+Result<std::vector<uint8_t>> load_request_video_bytes(std::string_view ref, const ImagePolicy& policy,
+                                                      const std::string& where) {
+  const MediaKind video{"video", "data:video/mp4;base64,<data>",
+                        "send the video inline as a data: URI (data:video/mp4;base64,...) or as base64",
+                        "base64 video data", MediaFetcher::Kind::kVideo, policy.max_video_file_bytes, video_data};
+  return load_media_bytes(ref, policy, where, video);
+}
+
+Result<std::vector<uint8_t>> load_request_document_bytes(std::string_view ref, const ImagePolicy& policy,
                                                          const std::string& where) {
-  const std::string_view ref = trim(ref_in);
-  if (ref.empty()) return Status::Error(where + ": empty document; expected a data: URI or base64 PDF data");
-  auto checked = [&](std::vector<uint8_t> bytes) -> Result<std::vector<uint8_t>> {
-    if (!is_pdf(bytes))
-      return Status::Error(where + ": not a PDF (no %PDF- header in its first 1,024 bytes); documents are PDF files, "
-                           "send pictures as image parts");
-    return bytes;
-  };
-  if (starts_with_ci(ref, "data:")) {
-    QVL_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, decode_data_uri(ref, where, "data:application/pdf;base64,<data>"));
-    return checked(std::move(bytes));
-  }
-  if (starts_with_ci(ref, "http://") || starts_with_ci(ref, "https://")) {
-    if (!policy.urls || !policy.urls->enabled())
-      return Status::Error(where + ": document URLs are not fetched (got " + quote(ref) +
-                           "); send the file inline as a data: URI (data:application/pdf;base64,...) (a server started "
-                           "with --allow-media-urls HOST fetches URLs of HOST)");
-    QVL_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
-                         policy.urls->fetch(ref, MediaFetcher::Kind::kDocument, policy.max_file_bytes, where));
-    return checked(std::move(bytes));
-  }
-  std::string_view path = ref;
-  bool is_path = false;
-  if (starts_with_ci(ref, "file://")) {
-    QVL_ASSIGN_OR_RETURN(path, file_uri_path(ref, where));
-    is_path = true;
-  }
-  if (path.find('\0') != std::string_view::npos)
-    return Status::Error(where + ": the document reference has a NUL byte; a path or URI never does");
-  if (!is_path) {
-    const bool path_like = ref.size() <= 4096 && ref.find('\n') == std::string_view::npos;
-    if (!path_like || base64_is_pdf(ref)) {
-      auto bytes = base64_decode(ref);
-      if (!bytes.ok()) return bytes.status().with_context(where);
-      return checked(std::move(bytes).value());
-    }
-    if (policy.image_dir.empty())
-      return Status::Error(where + ": " + quote(ref) + " is not base64 PDF data, and local paths are not allowed "
-                           "(start the server with --media-dir DIR to read files from DIR)");
-  }
-  auto file = resolve_image_path(path, policy);
-  if (!file.ok()) return file.status().with_context(where);
-  auto bytes = read_file_bytes(*file, policy.max_file_bytes);
-  if (!bytes.ok()) return Status::Error(where + ": cannot read document " + quote(path) + ": " + bytes.status().message());
-  return checked(std::move(bytes).value());
+  const MediaKind document{"document", "data:application/pdf;base64,<data>",
+                           "send the file inline as a data: URI (data:application/pdf;base64,...)", "base64 PDF data",
+                           MediaFetcher::Kind::kDocument, policy.max_file_bytes, base64_is_pdf};
+  QVL_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, load_media_bytes(ref, policy, where, document));
+  if (!is_pdf(bytes))
+    return Status::Error(where + ": not a PDF (no %PDF- header in its first 1,024 bytes); documents are PDF files, "
+                         "send pictures as image parts");
+  return bytes;
 }
 
 }  // namespace qvl::server
