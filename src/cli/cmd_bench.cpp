@@ -54,16 +54,10 @@ int cmd_bench(const Args& args) {
   add_image_size_options(cli, opts.image.min_pixels, opts.image.max_pixels);
   VideoArgs video;
   add_video_options(cli, video);
-  std::vector<std::string> doc_paths;
-  std::string doc_pages;
-  DocumentOptions doc_options;
-  cli.add_option("--file", doc_paths, "a PDF document whose pages are rendered (each run: the server renders per "
-                 "request) and read after the image (repeatable)")
-      ->type_name("FILE")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->allow_extra_args(false);
-  cli.add_option("--pages", doc_pages, "the pages of each --file, e.g. 1-3 (default: all)")->type_name("PAGES");
-  add_document_options(cli, doc_options);
+  DocumentArgs documents;
+  add_document_file_options(cli, documents, "a PDF document whose pages are rendered (each run: the server renders "
+                            "per request) and read after the image (repeatable)");
   if (auto rc = cli.parse_args(args)) return *rc;
-  if (!doc_pages.empty() && doc_paths.empty()) return fail(cli.command(), "--pages selects pages of a --file; give the PDF with --file");
   const std::string& cmd = cli.command();
   {
     auto dir = find_model_dir(cmd, model_dir);
@@ -83,12 +77,9 @@ int cmd_bench(const Args& args) {
     if (!bytes.ok()) return fail(cmd, bytes.status().message());
     video_files.push_back(std::move(bytes).value());
   }
-  std::vector<DocumentFile> docs;
-  for (const std::string& path : doc_paths) {
-    auto doc = open_document_file(path, doc_pages, doc_options);
-    if (!doc.ok()) return fail(cmd, doc.status().message());
-    docs.push_back(std::move(doc).value());
-  }
+  auto opened = documents.open();
+  if (!opened.ok()) return fail(cmd, opened.status().message());
+  const std::vector<DocumentFile> docs = std::move(opened).value();
   const auto t0 = std::chrono::steady_clock::now();
   auto model = Model::load(model_dir, types, threads, mmproj);
   if (!model.ok()) return fail(cmd, model.status().message());
@@ -120,14 +111,12 @@ int cmd_bench(const Args& args) {
     if (!docs.empty()) {
       images.resize(image_files);
       user = user_message(image_files, video_files.size(), prompt);
-      GenerateOptions bounds;
-      bounds.image = opts.image;
-      const PreprocessOptions o = image_options(bounds, 0, (*model)->image_config());
+      const PreprocessOptions o = page_bounds(opts.image, {}, (*model)->image_config());
       std::vector<ContentPart> parts;
       double seconds = 0;
       int64_t tokens = 0;
       for (const DocumentFile& doc : docs) {
-        auto rendered = render_document_file(doc, (*model)->image_config(), o, doc_options, opts.context - tokens, nullptr);
+        auto rendered = render_document_file(doc, (*model)->image_config(), o, documents.options, opts.context - tokens, nullptr);
         if (!rendered.ok()) return fail(cmd, rendered.status().message());
         for (const PagePlan& p : rendered->plans) tokens += p.tokens;
         seconds += rendered->seconds;

@@ -74,16 +74,10 @@ int cmd_chat(const Args& args) {
   add_image_size_options(cli, opts.image.min_pixels, opts.image.max_pixels);
   ImageDecodeLimits decode;
   add_image_page_option(cli, decode.page);
-  std::vector<std::string> doc_paths;
-  std::string doc_pages;
-  DocumentOptions doc_options;
-  cli.add_option("--file", doc_paths, "a PDF document for the first message: its pages go to the model as images "
-                 "(repeatable; /file PATH [PAGES] attaches one later)")
-      ->type_name("FILE")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->allow_extra_args(false);
-  cli.add_option("--pages", doc_pages, "the pages of each --file to send, e.g. 1-3,7 (default: all)")->type_name("PAGES");
-  add_document_options(cli, doc_options);
+  DocumentArgs documents;
+  add_document_file_options(cli, documents, "a PDF document for the first message: its pages go to the model as "
+                            "images (repeatable; /file PATH [PAGES] attaches one later)");
   if (auto rc = cli.parse_args(args)) return *rc;
-  if (!doc_pages.empty() && doc_paths.empty()) return fail(cli.command(), "--pages selects pages of a --file; give the PDF with --file");
   const std::string& cmd = cli.command();
   {
     auto dir = find_model_dir(cmd, model_dir);
@@ -98,12 +92,8 @@ int cmd_chat(const Args& args) {
     pending.push_back(std::move(img).value());
     pending_parts.push_back({ContentPart::Kind::kImage, ""});
   }
-  std::vector<DocumentFile> first_docs;  // checked before the model loads, rendered after
-  for (const std::string& path : doc_paths) {
-    auto doc = open_document_file(path, doc_pages, doc_options);
-    if (!doc.ok()) return fail(cmd, doc.status().message());
-    first_docs.push_back(std::move(doc).value());
-  }
+  auto first_docs = documents.open();  // checked before the model loads, rendered after
+  if (!first_docs.ok()) return fail(cmd, first_docs.status().message());
 
   const bool interactive = isatty(STDIN_FILENO);
   LoadingLine loading(model_dir);
@@ -138,10 +128,8 @@ int cmd_chat(const Args& args) {
   int64_t pending_tokens = 0;  // image tokens of the pending documents' pages
   // A document's pages attached to the next message, rendered now (each within what the context has left).
   auto attach_document = [&](const DocumentFile& doc) -> Status {
-    GenerateOptions bounds;
-    bounds.image = opts.image;
-    const PreprocessOptions o = image_options(bounds, 0, (*model)->image_config());
-    QVL_ASSIGN_OR_RETURN(RenderedPages r, render_document_file(doc, (*model)->image_config(), o, doc_options,
+    const PreprocessOptions o = page_bounds(opts.image, {}, (*model)->image_config());
+    QVL_ASSIGN_OR_RETURN(RenderedPages r, render_document_file(doc, (*model)->image_config(), o, documents.options,
                                                                opts.context - pending_tokens, &page_cache));
     int64_t tokens = 0;
     for (const PagePlan& p : r.plans) tokens += p.tokens;
@@ -152,7 +140,7 @@ int cmd_chat(const Args& args) {
                  describe_pages(r.plans).c_str(), r.plans[0].dpi, static_cast<long long>(tokens), r.seconds);
     return Status::Ok();
   };
-  for (const DocumentFile& doc : first_docs)
+  for (const DocumentFile& doc : *first_docs)
     if (Status s = attach_document(doc); !s.ok()) return fail(cmd, s.message());
 
   ImageCache image_cache(size_t{256} << 20);
@@ -233,7 +221,7 @@ int cmd_chat(const Args& args) {
         std::fputs("usage: /file PATH [PAGES]   (a PDF; PAGES like 1-3,7, default all)\n", stderr);
         continue;
       }
-      auto doc = open_document_file(path, pages, doc_options);
+      auto doc = open_document_file(path, pages, documents.options);
       Status s = doc.ok() ? attach_document(*doc) : doc.status();
       if (!s.ok()) std::fprintf(stderr, "%s\n", s.message().c_str());
       continue;

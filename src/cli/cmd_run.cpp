@@ -54,18 +54,12 @@ int cmd_run(const Args& args) {
   add_image_page_option(cli, decode.page);
   VideoArgs video;
   add_video_options(cli, video);
-  std::vector<std::string> doc_paths;
-  std::string doc_pages;
-  DocumentOptions doc_options;
-  cli.add_option("--file", doc_paths, "a PDF document: its pages go to the model as images, \"Page n: \" before each "
-                 "(repeatable)")
-      ->type_name("FILE")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->allow_extra_args(false);
-  cli.add_option("--pages", doc_pages, "the pages of each --file to send, e.g. 1-3,7 (default: all)")->type_name("PAGES");
-  add_document_options(cli, doc_options);
+  DocumentArgs documents;
+  add_document_file_options(cli, documents, "a PDF document: its pages go to the model as images, \"Page n: \" before "
+                            "each (repeatable)");
   cli.add_option("--dump", dump_dir, "write every named intermediate as .npy, and generated_ids.json, into DIR")
       ->type_name("DIR");
   if (auto rc = cli.parse_args(args)) return *rc;
-  if (!doc_pages.empty() && doc_paths.empty()) return fail(cli.command(), "--pages selects pages of a --file; give the PDF with --file");
   const std::string& cmd = cli.command();
   {
     auto dir = find_model_dir(cmd, model_dir);
@@ -83,12 +77,9 @@ int cmd_run(const Args& args) {
     images.push_back(std::move(img).value());
   }
   // Documents: read and their page lists checked (a confined pdfinfo) before the model loads.
-  std::vector<DocumentFile> docs;
-  for (const std::string& path : doc_paths) {
-    auto doc = open_document_file(path, doc_pages, doc_options);
-    if (!doc.ok()) return fail(cmd, doc.status().message());
-    docs.push_back(std::move(doc).value());
-  }
+  auto opened = documents.open();
+  if (!opened.ok()) return fail(cmd, opened.status().message());
+  const std::vector<DocumentFile> docs = std::move(opened).value();
   // Videos: read and probed before the model loads (a bad file fails first), decoded after (the model's
   // video_preprocessor_config.json decides the sampling and size).
   std::vector<std::vector<uint8_t>> video_files;
@@ -127,14 +118,12 @@ int cmd_run(const Args& args) {
   ChatMessage user = user_message(images.size(), video_files.size(), prompt);
   if (!docs.empty()) {
     // The documents' pages after the images: "Page n: " and the page, each (engine/documents.h).
-    GenerateOptions bounds;
-    bounds.image = opts.image;
-    const PreprocessOptions o = image_options(bounds, 0, (*model)->image_config());
+    const PreprocessOptions o = page_bounds(opts.image, {}, (*model)->image_config());
     std::vector<ContentPart> pages;
     const size_t image_files = images.size();
     int64_t tokens = 0;
     for (const DocumentFile& doc : docs) {
-      auto r = render_document_file(doc, (*model)->image_config(), o, doc_options, opts.context - tokens, nullptr);
+      auto r = render_document_file(doc, (*model)->image_config(), o, documents.options, opts.context - tokens, nullptr);
       if (!r.ok()) return fail(cmd, r.status().message());
       for (const PagePlan& p : r->plans) tokens += p.tokens;
       std::fprintf(stderr, "%s: %s rendered at %.0f DPI in %.2f s\n", doc.path.c_str(), describe_pages(r->plans).c_str(),

@@ -340,6 +340,23 @@ void add_document_options(CLI::App& app, DocumentOptions& o) {
       ->type_name("MIB")->check(integer_in(64, 1 << 20))->default_str(std::to_string(o.pdf.worker_memory_bytes >> 20));
 }
 
+void add_document_file_options(CLI::App& app, DocumentArgs& args, const std::string& file_help) {
+  app.add_option("--file", args.files, file_help)
+      ->type_name("FILE")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->allow_extra_args(false);
+  app.add_option("--pages", args.pages, "the pages of each --file to send, e.g. 1-3,7 (default: all)")->type_name("PAGES");
+  add_document_options(app, args.options);
+}
+
+Result<std::vector<DocumentFile>> DocumentArgs::open() const {
+  if (!pages.empty() && files.empty()) return Status::Error("--pages selects pages of a --file; give the PDF with --file");
+  std::vector<DocumentFile> docs;
+  for (const std::string& path : files) {
+    QVL_ASSIGN_OR_RETURN(DocumentFile doc, open_document_file(path, pages, options));
+    docs.push_back(std::move(doc));
+  }
+  return docs;
+}
+
 void add_image_page_option(CLI::App& app, int& page) {
   app.add_option("--page", page, "the page of a multi-page image file (TIFF) to read, counting from 0")
       ->type_name("N")

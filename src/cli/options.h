@@ -80,6 +80,17 @@ void add_image_page_option(CLI::App& app, int& page);
 // PDF documents: --pdf-max-dpi, --pdf-max-pages, --pdf-page-timeout, --pdf-worker-memory-mb.
 void add_document_options(CLI::App& app, DocumentOptions& o);
 
+// The documents of run, chat and bench: --file (repeatable), --pages (of each), and the --pdf-* options.
+struct DocumentArgs {
+  std::vector<std::string> files;
+  std::string pages;
+  DocumentOptions options;
+  // Each --file read and its page list checked (a confined pdfinfo), before the model loads; --pages without
+  // --file is an error.
+  Result<std::vector<DocumentFile>> open() const;
+};
+void add_document_file_options(CLI::App& app, DocumentArgs& args, const std::string& file_help);
+
 // ---- Prompt: --image/-i FILE, -p/--prompt TEXT ------------------------------------------------------------
 CLI::Option* add_image_option(CLI::App& app, std::vector<std::string>& images);  // repeatable, in order
 CLI::Option* add_image_option(CLI::App& app, std::string& image);                // one image

@@ -11,6 +11,13 @@
 
 namespace qvl {
 
+PreprocessOptions page_bounds(const PreprocessOptions& image, const PreprocessOptions& part, const ImageProcessorConfig& pc) {
+  GenerateOptions one;
+  one.image = image;
+  one.per_image = {part};
+  return image_options(one, 0, pc);
+}
+
 Result<PagePlan> plan_page(const PdfInfo& info, int number, const ImageProcessorConfig& pc, const PreprocessOptions& o,
                            const DocumentOptions& options) {
   if (number < 1 || number > info.pages)

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "chat/chat_format.h"
+#include "engine/generate.h"
 #include "io/pdf.h"
 #include "model/image_processor.h"
 #include "util/status.h"
@@ -37,6 +38,10 @@ struct PagePlan {
   double dpi = 0;
   int64_t tokens = 0;
 };
+
+// A document's page bounds: its part's own (min/max pixels; detail "low" is max_pixels 0) within `image` (the
+// request's or the command line's), as image_options() bounds an image part.
+PreprocessOptions page_bounds(const PreprocessOptions& image, const PreprocessOptions& part, const ImageProcessorConfig& pc);
 
 // The render size of page `number` of `info`: the DPI at which the shown page has at most `o`'s max_pixels (the
 // processor's when -1), capped at options.max_dpi; tokens as smart_resize will count them. Refuses a page with

@@ -146,11 +146,7 @@ std::optional<ApiError> expand_documents(const ApiContext& ctx, const std::vecto
                                " pages, over the limit of " + std::to_string(ctx.documents.max_pages_per_request) +
                                " pages a request (--pdf-max-pages); select fewer (pages)",
                       "invalid_pages", d.where};
-    // The document's own size bounds, within the request's, as an image part's (image_options).
-    GenerateOptions one;
-    one.image = options.image;
-    one.per_image = {d.size};
-    const PreprocessOptions o = image_options(one, 0, pc);
+    const PreprocessOptions o = page_bounds(options.image, d.size, pc);
     auto plan = plan_pages(*doc.info, *selected, pc, o, ctx.documents, std::max<int64_t>(0, options.context - tokens));
     if (!plan.ok()) return ApiError{400, d.where + ": " + plan.status().message(), "invalid_pages", d.where};
     for (const PagePlan& p : *plan) {
