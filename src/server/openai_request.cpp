@@ -147,11 +147,14 @@ Status collect_images(const json& messages, ChatCompletionRequest& out) {
       const std::string where = "messages[" + std::to_string(i) + "].content[" + std::to_string(j) + "]";
       if (!part.is_object()) continue;  // chat_messages_from_json reports it
       const std::string type = type_of(part);
+      auto dropped = [&](const char* what, const char* shows) {
+        out.warnings.push_back(where + ": " + what + " in a " + role + " message is not shown to the model (the chat "
+                               "template shows " + shows + " in user and tool messages only); it was dropped");
+      };
       // The same test, in the same order, as the chat template (and chat_messages_from_json).
       if (type == "image" || part.contains("image") || part.contains("image_url")) {
         if (!shown) {
-          out.warnings.push_back(where + ": an image in a " + role + " message is not shown to the model (the chat "
-                                 "template shows images in user and tool messages only); it was dropped");
+          dropped("an image", "images");
           continue;
         }
         QVL_ASSIGN_OR_RETURN(std::string ref, image_ref(part, where));
@@ -162,16 +165,14 @@ Status collect_images(const json& messages, ChatCompletionRequest& out) {
         out.pages.push_back(page);
       } else if (type == "video" || part.contains("video") || type == "video_url" || part.contains("video_url")) {
         if (!shown) {
-          out.warnings.push_back(where + ": a video in a " + role + " message is not shown to the model (the chat "
-                                 "template shows videos in user and tool messages only); it was dropped");
+          dropped("a video", "videos");
           continue;
         }
         QVL_ASSIGN_OR_RETURN(VideoRef v, video_part(part, where));
         out.videos.push_back(std::move(v));
       } else if (type == "file") {
         if (!shown) {
-          out.warnings.push_back(where + ": a document in a " + role + " message is not shown to the model (the chat "
-                                 "template shows images in user and tool messages only); it was dropped");
+          dropped("a document", "images");
           continue;
         }
         QVL_ASSIGN_OR_RETURN(DocumentRef d, document_part(part, where));
