@@ -152,5 +152,6 @@ def test_chat_edits_recalls_and_holds_input(tiny_model, env, tmp_path):
         except AssertionError:
             if attempt == 2:
                 raise
-    long.send(b"\x04")
+    # Ctrl-U first: a line the prompt still holds (the typed-ahead text, put back) would make Ctrl-D an edit.
+    long.send(b"\x15\x04")
     assert long.finish(20) == 0
