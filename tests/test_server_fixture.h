@@ -75,6 +75,35 @@ inline const std::string& tiny_thinking_model_dir() {
   return *dir;
 }
 
+// The tiny model as an embedding or reranker checkpoint (make-test-model's tiny-embedding / tiny-reranker: the
+// tiny weights with the model card that names the kind): the tiny model's files linked, README.md written.
+inline std::string tiny_retrieval_model_dir(const std::string& kind) {
+  namespace fs = std::filesystem;
+  const fs::path tiny = tiny_model_dir();
+  const std::string d = tiny.string() + "-" + kind;
+  if (!fs::exists(fs::path(d) / "README.md")) {
+    fs::create_directories(d);
+    for (const auto& e : fs::directory_iterator(tiny)) {
+      std::error_code ec;
+      fs::create_symlink(e.path(), fs::path(d) / e.path().filename(), ec);
+    }
+    std::string title = kind;
+    title[0] = static_cast<char>(title[0] - 'a' + 'A');
+    const std::string card = "# Qwen3-VL-" + title + " (tiny test model)\n";
+    EXPECT_TRUE(write_file_bytes((fs::path(d) / "README.md").string(), card.data(), card.size()).ok());
+    static std::vector<std::string>* made = [] {
+      auto* v = new std::vector<std::string>();
+      std::atexit([] {
+        std::error_code ec;
+        for (const auto& dir : *made) std::filesystem::remove_all(dir, ec);
+      });
+      return v;
+    }();
+    made->push_back(d);
+  }
+  return d;
+}
+
 inline std::string image_base64(const std::string& name) {
   auto bytes = read_file_bytes(data_dir() + "/images/" + name);
   EXPECT_TRUE(bytes.ok()) << bytes.status().message();

@@ -33,7 +33,7 @@ int cmd_make_test_model(const Args& args) {
 
   const std::string& cmd = cli.command();
   if (opt.model_files_dir.empty()) opt.model_files_dir = bundled_model_files();
-  opt.progress = opt.preset == "2b" || opt.preset == "4b" || opt.preset == "8b";
+  opt.progress = opt.preset.rfind("2b", 0) == 0 || opt.preset.rfind("4b", 0) == 0 || opt.preset.rfind("8b", 0) == 0;
 
   const auto start = std::chrono::steady_clock::now();
   Status st = make_test_model(opt);

@@ -22,6 +22,7 @@ PreprocessOptions image_options(const GenerateOptions& options, size_t k, const 
   PreprocessOptions out;
   out.min_pixels = gmin;
   out.max_pixels = gmax;
+  out.pil_resize = options.image.pil_resize;
   if (k >= options.per_image.size()) return out;
   const PreprocessOptions& p = options.per_image[k];
   if (p.max_pixels == 0) {  // detail "low"

@@ -46,6 +46,9 @@ struct GenerateOptions {
   int prompt_logprobs = -1;
   // A raw prompt (completions): these token ids are the prompt, without the chat format; no images or videos.
   std::vector<int32_t> raw_prompt;
+  // Pooling (an embedding or reranker model): the prompt is read and its last token's hidden state after the
+  // final norm is the result (GenerateResult::hidden); nothing is generated and the KV cache holds the prompt.
+  bool pooled = false;
 };
 
 // The preprocessing of image k: per_image[k] over `image`, bounded by it: max_pixels at most the global
@@ -81,6 +84,7 @@ struct GenerateResult {
   std::vector<TokenLogprob> prompt_logprobs;  // [prompt - 1]: prompt token i + 1 given the tokens before it
   FinishReason finish = FinishReason::kStop;
   GenerateTimings timings;
+  std::vector<float> hidden;  // [hidden] when options.pooled: the last prompt token's normed hidden state
 };
 
 // Streams text pieces to on_text as they become complete UTF-8; on_text returns false to cancel.

@@ -169,11 +169,11 @@ Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vec
   const int64_t n_prompt = static_cast<int64_t>(ids_.size());
   tm.prompt_tokens = static_cast<int>(n_prompt);
   if (n_prompt == 0) return Status::Error("the prompt is empty");
-  if (n_prompt >= options.context)
+  if (options.pooled ? n_prompt > options.context : n_prompt >= options.context)
     return Status::Error("the prompt has " + std::to_string(n_prompt) + " tokens, over the context of " +
                          std::to_string(options.context) + "; shorten it, use smaller images or videos (max_pixels, "
                          "fps) or a larger context");
-  max_new_ = std::min<int64_t>(options.max_tokens, options.context - n_prompt);
+  max_new_ = options.pooled ? 0 : std::min<int64_t>(options.max_tokens, options.context - n_prompt);
   rope_delta_ = pos_.rope_delta;
   keys_.resize(static_cast<size_t>(n_prompt));
   {
@@ -197,8 +197,9 @@ Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vec
 
   // The KV cache, with the longest cached prefix (at least the last prompt token is read again: its
   // logits give the first answer token).
-  cache_ = std::make_unique<KVCache>(cfg.text, options.context, options.kv_type);
-  logits_.resize(static_cast<size_t>(cfg.text.vocab_size));
+  // A pooled prompt generates nothing: its cache holds the prompt alone.
+  cache_ = std::make_unique<KVCache>(cfg.text, options.pooled ? n_prompt : options.context, options.kv_type);
+  logits_.resize(static_cast<size_t>(options.pooled ? cfg.text.hidden_size : cfg.text.vocab_size));
   // Prompt log-probabilities need every row's logits: nothing is restored.
   prefill_at_ = caches_.prefixes && options.prompt_logprobs < 0 ? caches_.prefixes->restore(keys_, n_prompt - 1, *cache_) : 0;
   if (options.prompt_logprobs >= 0) {
@@ -309,7 +310,7 @@ TextSeq Session::prefill_slice(int64_t max_tokens) {
   s.n = n;
   for (int a = 0; a < 3; ++a) s.pos[a] = pos_.pos[a].data() + at;
   s.visual = slice_visual_.n_visual > 0 ? &slice_visual_ : nullptr;
-  s.mode = at + n == n_prompt ? LogitsMode::kLast : LogitsMode::kNone;
+  s.mode = at + n < n_prompt ? LogitsMode::kNone : options_.pooled ? LogitsMode::kLastHidden : LogitsMode::kLast;
   s.logits = logits_.data();
   if (options_.prompt_logprobs >= 0) {
     prompt_logits_.resize(static_cast<size_t>(n * model_.config().text.vocab_size));
@@ -343,6 +344,12 @@ void Session::prefill_done(const TextSeq& slice) {
   std::vector<float>().swap(prompt_logits_);
   vis_deepstack_.clear();
   result_.timings.prefill_ms = now_ms() - prefill_started_ms_;
+  if (options_.pooled) {
+    result_.hidden = logits_;
+    result_.timings.ttft_ms = now_ms() - start_ms_;
+    finish(FinishReason::kStop);
+    return;
+  }
   begin_decode();
 }
 

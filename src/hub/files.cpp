@@ -20,6 +20,7 @@ namespace {
 const char* const kSmallFiles[] = {
     "config.json",           "generation_config.json", "preprocessor_config.json", "video_preprocessor_config.json",
     "chat_template.json",    "chat_template.jinja",    "tokenizer.json",           "tokenizer_config.json",
+    "README.md",  // the model card: its title tells an embedding or reranker checkpoint (model/model_kind.h)
 };
 constexpr char kSingleWeights[] = "model.safetensors";
 constexpr char kIndex[] = "model.safetensors.index.json";

@@ -85,7 +85,7 @@ std::vector<std::pair<std::string, Mat*>> convertible_matrices(TextW& text, Visi
   if (with_text) {
     // The LM head first: when tied, converting it reads the whole embedding table (622 MB of bf16 pages
     // in the 2B model), and those pages are best dropped before the rest is converted, not on top of it.
-    out.emplace_back("lm_head.weight", &text.lm_head);
+    if (!text.lm_head.empty()) out.emplace_back("lm_head.weight", &text.lm_head);  // empty: an embedding model
     for (size_t i = 0; i < text.layers.size(); ++i) {
       TextLayerW& l = text.layers[i];
       const std::string p = "model.language_model.layers." + std::to_string(i) + ".";

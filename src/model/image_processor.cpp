@@ -68,17 +68,18 @@ double bicubic_filter(double x) {
   return 0.0;
 }
 
-// One axis of the resampling: for output i, taps [start[i], start[i] + size[i]) of the input with int16
-// weights weights[i * taps + k], fixed point with `precision` fractional bits.
+// One axis of the resampling: for output i, taps [start[i], start[i] + size[i]) of the input with fixed-point
+// weights weights[i * taps + k] of `precision` fractional bits (int16 values for torch, int32 for Pillow).
 struct Taps {
   std::vector<int> start, size;
-  std::vector<int16_t> weights;
+  std::vector<int32_t> weights;
   int taps = 0;
   int precision = 0;
 };
 
-// torch's _compute_indices_weights_aa + _compute_indices_int16_weights_aa for align_corners = False.
-Taps compute_taps(int in_size, int out_size) {
+// torch's _compute_indices_weights_aa + _compute_indices_int16_weights_aa for align_corners = False; with
+// `pil`, Pillow's precompute_coeffs + normalize_coeffs_8bpc (the same double weights, fixed at 22 bits).
+Taps compute_taps(int in_size, int out_size, bool pil) {
   const double scale = static_cast<double>(in_size) / out_size;
   const double support = scale >= 1.0 ? 2.0 * scale : 2.0;  // interp_size 4 * 0.5
   const double invscale = scale >= 1.0 ? 1.0 / scale : 1.0;
@@ -102,18 +103,19 @@ Taps compute_taps(int in_size, int out_size) {
     t.start[i] = static_cast<int>(xmin);
     t.size[i] = static_cast<int>(xsize);
   }
-  // The largest precision (up to 22 bits) at which twice the largest weight still fits in int16.
+  // torch: the largest precision (up to 22 bits) at which twice the largest weight still fits in int16.
+  // Pillow: PRECISION_BITS = 32 - 8 - 2.
   double w_max = w[0];
   for (double v : w) w_max = std::max(w_max, v);
   int p = 0;
-  for (; p < 22; ++p) {
+  for (; p < 22 && !pil; ++p) {
     if (static_cast<int>(0.5 + w_max * (1 << (p + 1))) >= (1 << 15)) break;
   }
+  if (pil) p = 22;
   t.precision = p;
   t.weights.resize(w.size());
   for (size_t k = 0; k < w.size(); ++k)
-    t.weights[k] = static_cast<int16_t>(w[k] < 0 ? static_cast<int>(-0.5 + w[k] * (1 << p))
-                                                 : static_cast<int>(0.5 + w[k] * (1 << p)));
+    t.weights[k] = w[k] < 0 ? static_cast<int>(-0.5 + w[k] * (1 << p)) : static_cast<int>(0.5 + w[k] * (1 << p));
   return t;
 }
 
@@ -123,7 +125,7 @@ uint8_t clip8(int32_t acc, int precision) {
 
 }  // namespace
 
-ImageRGB resize_bicubic_antialias(const ImageRGB& src, int out_width, int out_height) {
+ImageRGB resize_bicubic_antialias(const ImageRGB& src, int out_width, int out_height, bool pil) {
   QVL_CHECK(out_width > 0 && out_height > 0 && src.width > 0 && src.height > 0);
   if (out_width == src.width && out_height == src.height) return src;
   // The passes read the source in place (no copy of a possibly 300 MB image); `horizontal` holds the first.
@@ -131,13 +133,13 @@ ImageRGB resize_bicubic_antialias(const ImageRGB& src, int out_width, int out_he
   const ImageRGB* cur = &src;
   // Horizontal pass first, then vertical, each to uint8 — the order of torch's uint8 kernel.
   if (out_width != src.width) {
-    const Taps t = compute_taps(src.width, out_width);
+    const Taps t = compute_taps(src.width, out_width, pil);
     ImageRGB next{out_width, cur->height, std::vector<uint8_t>(static_cast<size_t>(out_width) * cur->height * 3)};
     for (int y = 0; y < cur->height; ++y) {
       const uint8_t* row = &cur->pixels[static_cast<size_t>(y) * cur->width * 3];
       uint8_t* out = &next.pixels[static_cast<size_t>(y) * out_width * 3];
       for (int x = 0; x < out_width; ++x) {
-        const int16_t* k = &t.weights[static_cast<size_t>(x) * t.taps];
+        const int32_t* k = &t.weights[static_cast<size_t>(x) * t.taps];
         for (int c = 0; c < 3; ++c) {
           int32_t acc = 1 << (t.precision - 1);
           for (int j = 0; j < t.size[x]; ++j) acc += row[(t.start[x] + j) * 3 + c] * k[j];
@@ -149,13 +151,13 @@ ImageRGB resize_bicubic_antialias(const ImageRGB& src, int out_width, int out_he
     cur = &horizontal;
   }
   if (out_height != src.height) {
-    const Taps t = compute_taps(src.height, out_height);
+    const Taps t = compute_taps(src.height, out_height, pil);
     const size_t stride = static_cast<size_t>(cur->width) * 3;
     ImageRGB next{cur->width, out_height, std::vector<uint8_t>(stride * out_height)};
     std::vector<int32_t> acc(stride);
     for (int y = 0; y < out_height; ++y) {
       std::fill(acc.begin(), acc.end(), 1 << (t.precision - 1));
-      const int16_t* k = &t.weights[static_cast<size_t>(y) * t.taps];
+      const int32_t* k = &t.weights[static_cast<size_t>(y) * t.taps];
       for (int j = 0; j < t.size[y]; ++j) {
         const uint8_t* row = &cur->pixels[static_cast<size_t>(t.start[y] + j) * stride];
         for (size_t i = 0; i < stride; ++i) acc[i] += row[i] * k[j];
@@ -239,7 +241,7 @@ Result<ResizedSize> preprocess_size(const ImageRGB& image, const ImageProcessorC
 Result<PreprocessedImage> preprocess_image(const ImageRGB& image, const ImageProcessorConfig& config,
                                            const PreprocessOptions& options) {
   QVL_ASSIGN_OR_RETURN(ResizedSize size, preprocess_size(image, config, options));
-  return patchify(resize_bicubic_antialias(image, size.width, size.height), config);
+  return patchify(resize_bicubic_antialias(image, size.width, size.height, options.pil_resize), config);
 }
 
 }  // namespace qvl

@@ -42,8 +42,8 @@ Result<ResizedSize> smart_resize(int64_t height, int64_t width, int factor, int6
 
 // Antialiased bicubic resize (a = -0.5) of an 8-bit RGB image with torch's uint8 arithmetic: int16
 // fixed-point weights, a horizontal pass to uint8, then a vertical pass to uint8. The identity when the
-// size is unchanged.
-ImageRGB resize_bicubic_antialias(const ImageRGB& src, int out_width, int out_height);
+// size is unchanged. `pil`: Pillow's arithmetic instead (Image.resize with BICUBIC: int32 weights at 22 bits).
+ImageRGB resize_bicubic_antialias(const ImageRGB& src, int out_width, int out_height, bool pil = false);
 
 struct PreprocessedImage {
   ResizedSize resized;
@@ -64,6 +64,10 @@ struct PreprocessOptions {
   // instead of the image's own, at most max_pixels and at least 4 tokens' pixels (qwen-vl-utils' floor, not
   // min_pixels). -1: the image's size.
   int64_t resized_height = -1, resized_width = -1;
+  // Resize as Pillow's Image.resize(BICUBIC) does (qwen-vl-utils' fetch_image, which the Qwen3-VL-Embedding
+  // and -Reranker reference scripts use before the processor): the same filter at a fixed 22-bit precision
+  // instead of torch's int16 weights; values differ by at most 1 in a few pixels.
+  bool pil_resize = false;
 };
 
 Result<PreprocessedImage> preprocess_image(const ImageRGB& image, const ImageProcessorConfig& config,

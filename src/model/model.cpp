@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/ops.h"
 #include "model/bundled_files.h"
 #include "model/gguf_checkpoint.h"
 #include "model/tensor_specs.h"
@@ -76,6 +77,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const WeightT
   QVL_ASSIGN_OR_RETURN(m->image_config_, ImageProcessorConfig::load(dir));
   QVL_ASSIGN_OR_RETURN(m->video_config_, load_video_config(dir));
   QVL_ASSIGN_OR_RETURN(m->weights_, SafetensorsModel::open(dir));
+  m->kind_ = detect_model_kind_in_dir(dir);
   QVL_RETURN_IF_ERROR(m->bind(dir, types, threads));
   return m;
 }
@@ -144,6 +146,13 @@ Result<std::unique_ptr<Model>> Model::load_gguf(const std::string& path, const s
   }
   QVL_ASSIGN_OR_RETURN(m->image_config_, ImageProcessorConfig::load(files));
   QVL_ASSIGN_OR_RETURN(m->video_config_, load_video_config(files));
+  {
+    // The file's name and its general.name / general.basename (llama.cpp writes the hub repository's).
+    std::string names = std::filesystem::path(pair.text).filename().string();
+    for (const char* key : {"general.name", "general.basename"})
+      if (auto v = meta.get_string(key); v.ok()) names += " " + *v;
+    m->kind_ = detect_model_kind(ck->config_json, "", names);
+  }
   m->weights_ = std::move(ck->weights);
   m->gguf_ = std::move(ck);
   QVL_RETURN_IF_ERROR(m->bind(path, types, threads));
@@ -195,6 +204,22 @@ Status Model::bind(const std::string& dir, const WeightTypes& types, int threads
     if (!s.ok()) return s.with_context(dir);
   }
   m->facts_ = describe(*m);
+  if (m->text_.lm_head.data == nullptr && m->kind_ != ModelKind::kEmbedding)
+    return Status::Error(dir + ": no lm_head.weight, which a " + std::string(model_kind_name(m->kind_)) +
+                         " model needs (config.json says the head is not tied to the token embedding); only an "
+                         "embedding model may leave it out");
+  if (m->kind_ == ModelKind::kReranker) {
+    // score = sigmoid((lm_head[yes] - lm_head[no]) · h), the official Qwen3VLReranker's binary linear layer.
+    const int32_t yes = m->tokenizer_->vocab_token_id("yes"), no = m->tokenizer_->vocab_token_id("no");
+    if (yes < 0 || no < 0)
+      return Status::Error(dir + ": a reranker scores with the tokens \"yes\" and \"no\", which its tokenizer lacks");
+    const int64_t H = m->config_.text.hidden_size;
+    std::vector<float> a(static_cast<size_t>(H)), b(static_cast<size_t>(H));
+    row_to_f32(m->text_.lm_head, yes, a.data());
+    row_to_f32(m->text_.lm_head, no, b.data());
+    m->rerank_row_.resize(static_cast<size_t>(H));
+    for (int64_t i = 0; i < H; ++i) m->rerank_row_[static_cast<size_t>(i)] = a[static_cast<size_t>(i)] - b[static_cast<size_t>(i)];
+  }
   if (m->image_config_.patch_size != m->config_.vision.patch_size ||
       m->image_config_.merge_size != m->config_.vision.spatial_merge_size ||
       m->image_config_.temporal_patch_size != m->config_.vision.temporal_patch_size)

@@ -12,6 +12,7 @@
 #include "model/config.h"
 #include "model/generation_config.h"
 #include "model/gguf_checkpoint.h"
+#include "model/model_kind.h"
 #include "chat/chat_format.h"
 #include "model/image_processor.h"
 #include "model/video_processor.h"
@@ -73,6 +74,11 @@ class Model {
   const ImageProcessorConfig& image_config() const { return image_config_; }
   const VideoProcessorConfig& video_config() const { return video_config_; }
   const ModelFacts& facts() const { return facts_; }
+  // Chat, embedding or reranker (model/model_kind.h), read at load.
+  ModelKind kind() const { return kind_; }
+  // A reranker's scoring row: lm_head["yes"] - lm_head["no"] ([hidden], float32); empty for other kinds. The
+  // score of a pair is sigmoid(row · the last token's normed hidden state).
+  const std::vector<float>& rerank_row() const { return rerank_row_; }
   // False for a text GGUF loaded without a vision (mmproj) file: requests with images or videos are refused.
   bool has_vision() const { return facts_.vision; }
   const VisionW& vision() const { return vision_; }
@@ -115,6 +121,8 @@ class Model {
   std::vector<std::string> kept_;  // matrices left in their stored type (width not a multiple of 32)
   std::unique_ptr<GgufCheckpoint> gguf_;  // a GGUF model's files and rebuilt tensors (weights_ views them)
   ModelFacts facts_;
+  ModelKind kind_ = ModelKind::kChat;
+  std::vector<float> rerank_row_;  // [hidden]
 };
 
 }  // namespace qvl

@@ -129,10 +129,35 @@ const std::map<std::string, Shapes>& presets() {
 
 }  // namespace
 
-std::string test_model_presets() { return "tiny, tiny-4b, tiny-8b, 2b, 4b or 8b"; }
-bool is_test_model_preset(const std::string& name) { return name == "2b" || presets().count(name) > 0; }
+namespace {
 
-Result<std::string> test_model_config_json(const std::string& preset, const std::string& model_files_dir) {
+// "tiny-embedding" -> {"tiny", "Embedding"}: a retrieval preset is its base preset's weights (the same seed
+// gives the same tensors) with the model card title that makes qvl load it as that kind (model/model_kind.h),
+// as the hub's Qwen3-VL-Embedding / -Reranker checkpoints are the chat model's structure.
+std::pair<std::string, std::string> split_retrieval_preset(const std::string& name) {
+  for (const char* kind : {"embedding", "reranker"}) {
+    const std::string suffix = std::string("-") + kind;
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      std::string title = kind;
+      title[0] = static_cast<char>(title[0] - 'a' + 'A');
+      return {name.substr(0, name.size() - suffix.size()), title};
+    }
+  }
+  return {name, ""};
+}
+
+bool is_base_preset(const std::string& name) { return name == "2b" || presets().count(name) > 0; }
+
+}  // namespace
+
+std::string test_model_presets() {
+  return "tiny, tiny-4b, tiny-8b, 2b, 4b or 8b; any of them + -embedding or -reranker (tiny-embedding, "
+         "2b-reranker: the same weights as a Qwen3-VL-Embedding / -Reranker checkpoint)";
+}
+bool is_test_model_preset(const std::string& name) { return is_base_preset(split_retrieval_preset(name).first); }
+
+Result<std::string> test_model_config_json(const std::string& preset_name, const std::string& model_files_dir) {
+  const std::string preset = split_retrieval_preset(preset_name).first;
   const std::string src = (fs::path(model_files_dir) / "config.json").string();
   QVL_ASSIGN_OR_RETURN(std::string text, read_model_file(src, 1 << 22));
   if (preset == "2b") return text;
@@ -179,6 +204,11 @@ Status make_test_model(const TestModelOptions& options) {
   if (ec) return Status::Error(options.out_dir + ": cannot create the output directory: " + ec.message());
   const fs::path out(options.out_dir);
   QVL_RETURN_IF_ERROR(write_file_bytes((out / "config.json").string(), config_text.data(), config_text.size()));
+  if (const auto [base, kind] = split_retrieval_preset(options.preset); !kind.empty()) {
+    const std::string card = "# Qwen3-VL-" + kind + " (qvl test model: the " + base + " preset's shapes, seed " +
+                             std::to_string(options.seed) + ", generated weights)\n";
+    QVL_RETURN_IF_ERROR(write_file_bytes((out / "README.md").string(), card.data(), card.size()));
+  }
   for (const char* name : kCopiedFiles) {
     QVL_ASSIGN_OR_RETURN(std::string bytes, read_model_file((fs::path(options.model_files_dir) / name).string()));
     QVL_RETURN_IF_ERROR(write_file_bytes((out / name).string(), bytes.data(), bytes.size()));

@@ -139,7 +139,7 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
   // The rows that will want logits (the LM head reads them gathered), to size the buffers.
   int64_t logit_rows = 0;
   for (const TextSeq& q : seqs)
-    logit_rows += q.mode == LogitsMode::kNone ? 0 : q.mode == LogitsMode::kLast ? 1 : q.n;
+    logit_rows += q.mode == LogitsMode::kNone ? 0 : q.mode == LogitsMode::kAll ? q.n : 1;
   TextActivations local;
   TextActivations& a = act ? *act : local;
   a.reserve(c, n, logit_rows, /*gathered_logits=*/S > 1, pool.size());
@@ -249,7 +249,7 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
   std::vector<int64_t> want;  // stacked row indices
   for (int64_t s = 0; s < S; ++s) {
     if (seqs[s].mode == LogitsMode::kNone) continue;
-    for (int64_t i = seqs[s].mode == LogitsMode::kLast ? seqs[s].n - 1 : 0; i < seqs[s].n; ++i) want.push_back(row0[s] + i);
+    for (int64_t i = seqs[s].mode == LogitsMode::kAll ? 0 : seqs[s].n - 1; i < seqs[s].n; ++i) want.push_back(row0[s] + i);
   }
   if (want.empty()) return;
   const int64_t rows = static_cast<int64_t>(want.size());
@@ -258,6 +258,18 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
     std::copy(&h[static_cast<size_t>(want[r] * H)], &h[static_cast<size_t>((want[r] + 1) * H)], &picked[static_cast<size_t>(r * H)]);
   rms_norm(pool, picked.data(), rows, H, w.norm.data(), c.rms_norm_eps, x.data());
   emit("model.language_model.norm", x.data(), {rows, H});
+  // Hidden-state rows are copied out; the LM head runs only when some sequence wants logits.
+  bool any_logits = false;
+  {
+    int64_t r = 0;
+    for (const TextSeq& s : seqs) {
+      if (s.mode == LogitsMode::kNone) continue;
+      if (s.mode == LogitsMode::kLastHidden) std::copy_n(x.data() + r * H, H, s.logits);
+      else any_logits = true;
+      r += s.mode == LogitsMode::kAll ? s.n : 1;
+    }
+  }
+  if (!any_logits) return;
   const bool one_out = S == 1;  // one sequence: its logits buffer takes all rows directly
   float* out = one_out ? seqs[0].logits : a.logits.data();  // [rows, V]
   matmul(pool, x.data(), rows, w.lm_head, nullptr, out);
@@ -266,8 +278,8 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
   int64_t r = 0;
   for (const TextSeq& s : seqs) {
     if (s.mode == LogitsMode::kNone) continue;
-    const int64_t count = s.mode == LogitsMode::kLast ? 1 : s.n;
-    std::copy(out + r * V, out + (r + count) * V, s.logits);
+    const int64_t count = s.mode == LogitsMode::kAll ? s.n : 1;
+    if (s.mode != LogitsMode::kLastHidden) std::copy(out + r * V, out + (r + count) * V, s.logits);
     r += count;
   }
 }

@@ -72,10 +72,13 @@ struct VisualInputs {
   int64_t n_visual = 0;
 };
 
-enum class LogitsMode { kNone, kLast, kAll };
+// kLastHidden: the last token's final hidden state after the model's norm ([hidden], not logits): what an
+// embedding model pools and a reranker scores (no LM head is run for it).
+enum class LogitsMode { kNone, kLast, kAll, kLastHidden };
 
 // One sequence's part of a forward pass: n tokens (ids) at the 3-D positions pos[axis][i], placed after its
-// cache's current length; logits for its last token ([vocab]) or for all of them ([n, vocab]).
+// cache's current length; logits for its last token ([vocab]) or for all of them ([n, vocab]), or the last
+// token's normed hidden state ([hidden]).
 struct TextSeq {
   KVCache* cache = nullptr;
   const int32_t* ids = nullptr;

@@ -161,6 +161,8 @@ Result<TextW> bind_text_weights(const SafetensorsModel& file, const TextConfig& 
   QVL_ASSIGN_OR_RETURN(t.norm, b.vec(p + "norm.weight", h));
   if (c.tie_word_embeddings && !file.find("lm_head.weight")) {
     t.lm_head = t.embed;
+  } else if (!file.find("lm_head.weight")) {
+    // An embedding model (Qwen3VLModel without the head): left empty; Model::bind refuses it for the others.
   } else {  // untied, or a quantized copy of the tied head written by `qvl quantize`
     QVL_ASSIGN_OR_RETURN(t.lm_head, b.mat("lm_head.weight", {c.vocab_size, h}));
   }

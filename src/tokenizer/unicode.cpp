@@ -290,4 +290,15 @@ bool is_letter(char32_t cp) { return props().get(cp) & tables::kLetter; }
 bool is_number(char32_t cp) { return props().get(cp) & tables::kNumber; }
 bool is_whitespace(char32_t cp) { return props().get(cp) & tables::kSpace; }
 
+bool is_punctuation(char32_t cp) {
+  using tables::kPunctRanges;
+  size_t lo = 0, hi = tables::kPunctRangeCount;
+  while (lo < hi) {  // the first range whose last >= cp
+    const size_t mid = (lo + hi) / 2;
+    if (kPunctRanges[mid].last < cp) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < tables::kPunctRangeCount && kPunctRanges[lo].first <= cp;
+}
+
 }  // namespace qvl::unicode

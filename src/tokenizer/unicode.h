@@ -32,5 +32,6 @@ std::string nfc(std::string_view s);
 bool is_letter(char32_t cp);      // \p{L}: Lu Ll Lt Lm Lo
 bool is_number(char32_t cp);      // \p{N}: Nd Nl No
 bool is_whitespace(char32_t cp);  // \s: the Unicode White_Space property
+bool is_punctuation(char32_t cp);  // general category P* (Python's unicodedata.category(c)[0] == 'P')
 
 }  // namespace qvl::unicode

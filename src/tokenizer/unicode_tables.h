@@ -33,6 +33,11 @@ extern const size_t kCccCount;
 extern const Decomposition kDecompositions[];  // sorted by cp; Hangul syllables are not listed
 extern const size_t kDecompositionCount;
 extern const char32_t kDecompositionPool[];
+struct PunctRange {
+  char32_t first, last;  // inclusive
+};
+extern const PunctRange kPunctRanges[];  // sorted, disjoint: general category P*
+extern const size_t kPunctRangeCount;
 extern const Composition kCompositions[];  // sorted by (first, second); Hangul is not listed
 extern const size_t kCompositionCount;
 

@@ -134,7 +134,20 @@ def main():
     lines += [f"// {len(compose)} canonical composition pairs (first, second, composite), sorted.",
               "const Composition kCompositions[] = {"]
     lines += wrap([f"{{0x{a:X},0x{b:X},0x{c:X}}}" for a, b, c in compose])
-    lines += ["};", f"const size_t kCompositionCount = {len(compose)};", "", "}  // namespace qvl::unicode::tables", ""]
+    lines += ["};", f"const size_t kCompositionCount = {len(compose)};", ""]
+    # Punctuation (general category P*) as Python's unicodedata has it: the official Qwen3-VL-Embedding script
+    # tests an instruction's last character with unicodedata.category(c).startswith('P').
+    punct = []
+    for cp in cps:
+        if unicodedata.category(chr(cp)).startswith("P"):
+            if punct and punct[-1][1] == cp - 1:
+                punct[-1][1] = cp
+            else:
+                punct.append([cp, cp])
+    lines += [f"// {len(punct)} runs of punctuation (category P*, Python's unicodedata {unicodedata.unidata_version}).",
+              "const PunctRange kPunctRanges[] = {"]
+    lines += wrap([f"{{0x{a:X},0x{b:X}}}" for a, b in punct])
+    lines += ["};", f"const size_t kPunctRangeCount = {len(punct)};", "", "}  // namespace qvl::unicode::tables", ""]
     OUT.write_text("\n".join(lines))
     print(f"wrote {OUT.relative_to(ROOT)}: {len(ranges)} class runs, {len(ccc)} marks, {len(index)} "
           f"decompositions, {len(compose)} compositions")
