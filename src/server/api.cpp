@@ -216,6 +216,17 @@ std::optional<ApiError> check_ready(const ApiContext& ctx) {
   return std::nullopt;
 }
 
+std::optional<ApiError> check_ready(const ApiContext& ctx, ModelKind wanted) {
+  if (auto e = check_ready(ctx)) return e;
+  const ModelKind kind = ctx.scheduler.model()->kind();
+  if (kind == wanted) return std::nullopt;
+  const char* article = kind == ModelKind::kChat ? "a" : "a Qwen3-VL";
+  return ApiError{400, "the loaded model '" + ctx.options.model_id + "' is " + article + " " + model_kind_name(kind) +
+                           " model: it serves " + model_kind_serves(kind) + ", not " + model_kind_serves(wanted) +
+                           "; start qvl serve with a " + model_kind_name(wanted) + " model for this endpoint",
+                  "model_not_supported"};
+}
+
 ApiError submit_error(SubmitError e, const ApiContext& ctx) {
   switch (e) {
     case SubmitError::kLoading:
@@ -380,7 +391,7 @@ std::optional<ApiError> fit_to_model(const ApiContext& ctx, ImageBudget& budget,
     const ImageRGB probe{size->width, size->height, {}};
     auto again = preprocess_size(probe, pc, image_options(options, k, pc));
     if (again.ok() && again->width == size->width && again->height == size->height) {
-      ImageRGB resized = resize_bicubic_antialias(*img, size->width, size->height);
+      ImageRGB resized = resize_bicubic_antialias(*img, size->width, size->height, o.pil_resize);
       img = Result<ImageRGB>(ImageRGB{});  // the full-size pixels, freed here
       out = std::move(resized);
     } else {

@@ -95,6 +95,9 @@ uint64_t random_seed();
 // The model is ready to take requests, or the error to answer (503 while loading).
 std::optional<ApiError> check_ready(const ApiContext& ctx);
 
+// The same, and the loaded model is of the kind the endpoint needs (model/model_kind.h): else a 400 that says
+// which model is loaded and what it serves.
+std::optional<ApiError> check_ready(const ApiContext& ctx, ModelKind wanted);
 // Why a submit or a job failed, as an HTTP error.
 ApiError submit_error(SubmitError e, const ApiContext& ctx);
 ApiError job_error(const JobUpdate& u);
@@ -194,5 +197,6 @@ void add_completion_routes(http::Router& routes, ApiContext& ctx);  // /v1/compl
 void add_tokenize_routes(http::Router& routes, ApiContext& ctx);    // /tokenize, /detokenize, /apply-template
 void add_responses_routes(http::Router& routes, ApiContext& ctx);   // /v1/responses, /v1/responses/{id}
 void add_document_routes(http::Router& routes, ApiContext& ctx);    // /v1/documents/pages (PDF page previews)
+void add_retrieval_routes(http::Router& routes, ApiContext& ctx);   // /v1/embeddings, /api/embed, /v1/rerank
 
 }  // namespace qvl::server

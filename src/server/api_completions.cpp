@@ -27,7 +27,7 @@ std::vector<const TokenLogprob*> pointers(const std::vector<TokenLogprob>& v, bo
 
 void completions(ApiContext& ctx, const http::Request& req, http::Response& res) {
   auto fail = [&](const ApiError& e) { send_error(res, ApiFamily::kOpenAI, e); };
-  if (auto e = check_ready(ctx)) return fail(*e);
+  if (auto e = check_ready(ctx, ModelKind::kChat)) return fail(*e);
   auto body = parse_json_body(req);
   if (!body.ok()) return fail({400, body.status().message()});
   auto parsed = parse_completion(*body, ctx.defaults);

@@ -27,7 +27,7 @@ InferenceRequest one_turn(const ApiContext& ctx, std::string prompt, std::vector
 // POST /v1/vision/completion: multipart/form-data with an "image" file and an optional "prompt".
 void vision_completion(ApiContext& ctx, const http::Request& req, http::Response& res) {
   auto fail = [&](const ApiError& e) { send_error(res, ApiFamily::kLegacy, e); };
-  if (auto e = check_ready(ctx)) return fail(*e);
+  if (auto e = check_ready(ctx, ModelKind::kChat)) return fail(*e);
   if (!http::is_multipart_form(req.header("Content-Type"))) {
     return fail({400, "expected multipart/form-data with an 'image' file field and an optional 'prompt' field, e.g. "
                       "curl -F image=@photo.jpg -F prompt=..."});
@@ -67,7 +67,7 @@ void vision_completion(ApiContext& ctx, const http::Request& req, http::Response
 // POST /chat: {"image": base64 or data URI (optional), "question": "..."}, answered as text/event-stream.
 void chat(ApiContext& ctx, const http::Request& req, http::Response& res) {
   auto fail = [&](const ApiError& e) { send_error(res, ApiFamily::kLegacy, e); };
-  if (auto e = check_ready(ctx)) return fail(*e);
+  if (auto e = check_ready(ctx, ModelKind::kChat)) return fail(*e);
   auto body = parse_json_body(req);
   if (!body.ok()) return fail({400, body.status().message()});
   auto parsed = parse_legacy_chat(*body, ctx.defaults);

@@ -61,7 +61,7 @@ void add_stats(json& j, const JobUpdate& end) {
 // /api/chat (chat = true: "message" objects) and /api/generate ("response" strings).
 void generate(ApiContext& ctx, const http::Request& req, http::Response& res, bool chat) {
   auto fail = [&](const ApiError& e) { send_error(res, ApiFamily::kOllama, e); };
-  if (auto e = check_ready(ctx)) return fail(*e);
+  if (auto e = check_ready(ctx, ModelKind::kChat)) return fail(*e);
   auto body = parse_json_body(req);
   if (!body.ok()) return fail({400, body.status().message()});
   bool empty = false;

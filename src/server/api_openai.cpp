@@ -40,7 +40,7 @@ json finish_reason_json(FinishReason f, bool called) {
 
 void chat_completions(ApiContext& ctx, const http::Request& req, http::Response& res) {
   auto fail = [&](const ApiError& e) { send_error(res, ApiFamily::kOpenAI, e); };
-  if (auto e = check_ready(ctx)) return fail(*e);
+  if (auto e = check_ready(ctx, ModelKind::kChat)) return fail(*e);
   auto body = parse_json_body(req);
   if (!body.ok()) return fail({400, body.status().message()});
   auto parsed = parse_chat_completion(*body, ctx.defaults);

@@ -189,7 +189,7 @@ ApiError not_found(const std::string& id, const char* param) {
 
 void create_response(ApiContext& ctx, const http::Request& req, http::Response& res) {
   auto fail = [&](const ApiError& e) { send_error(res, ApiFamily::kOpenAI, e); };
-  if (auto e = check_ready(ctx)) return fail(*e);
+  if (auto e = check_ready(ctx, ModelKind::kChat)) return fail(*e);
   auto body = parse_json_body(req);
   if (!body.ok()) return fail({400, body.status().message()});
   auto previous = read_previous_response_id(*body);

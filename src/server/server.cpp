@@ -447,6 +447,7 @@ void Server::Impl::add_routes() {
   add_tokenize_routes(router, ctx);
   add_responses_routes(router, ctx);
   add_document_routes(router, ctx);
+  add_retrieval_routes(router, ctx);
 }
 
 Server::Server(ServerOptions options, ModelLoader load, std::shared_ptr<const LoadProgress> progress)
