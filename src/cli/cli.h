@@ -19,6 +19,7 @@ int cmd_serve(const Args& args);
 int cmd_quantize(const Args& args);
 int cmd_make_test_model(const Args& args);
 int cmd_pull(const Args& args);
+int cmd_embed(const Args& args);
 
 // Prints "qvl <command>: <message>" to stderr and returns the exit code for a usage/user error.
 int fail(const std::string& command, const std::string& message);

@@ -10,6 +10,7 @@
 #include "cli/model_arg.h"
 #include "cli/options.h"
 #include "engine/generate.h"
+#include "engine/retrieval.h"
 #include "kernels/kernels.h"
 #include "util/file.h"
 #include "util/memory.h"
@@ -87,6 +88,34 @@ int cmd_bench(const Args& args) {
 
   const size_t image_files = images.size();
   ChatMessage user = user_message(image_files, video_files.size(), prompt);
+  // An embedding or reranker model: one pooled pass a run (its "first token" is the pass), on the reference's
+  // conversation: the prompt and the images as one embedding input, or the prompt as the query of a pair whose
+  // document is the images.
+  const ModelKind kind = (*model)->kind();
+  std::vector<ChatMessage> retrieval_conversation;
+  if (kind != ModelKind::kChat) {
+    if (!docs.empty()) return fail(cmd, "--file: documents are read by chat models; embed a page as an --image instead");
+    const GenerateOptions r = retrieval_options(**model, opts.image.max_pixels);
+    opts.pooled = true;
+    opts.max_tokens = 0;
+    opts.kv_type = r.kv_type;
+    opts.context = r.context;
+    opts.image.max_pixels = r.image.max_pixels;
+    opts.image.min_pixels = opts.image.min_pixels > 0 ? std::min(opts.image.min_pixels, r.image.max_pixels) : r.image.min_pixels;
+    opts.image.pil_resize = true;
+    RetrievalInput in;
+    in.images = image_files;
+    in.videos = video_files.size();
+    if (kind == ModelKind::kEmbedding) {
+      in.texts = {prompt};
+      retrieval_conversation = embedding_messages(in);
+    } else {
+      RetrievalInput query;
+      query.texts = {prompt};
+      retrieval_conversation = rerank_messages(query, in, "");
+    }
+    if (!json) std::fprintf(stderr, "a %s model: each run is one pooled pass (first token = the pass)\n", model_kind_name(kind));
+  }
   video.options.max_tokens = opts.context;
 
   ThreadPool pool(threads);
@@ -128,7 +157,8 @@ int cmd_bench(const Args& args) {
                                 parts.end());
       render_ms.push_back(seconds * 1000);
     }
-    auto res = generate(**model, pool, {user}, images, videos, opts);
+    auto res = kind != ModelKind::kChat ? generate(**model, pool, retrieval_conversation, images, videos, opts)
+                                        : generate(**model, pool, {user}, images, videos, opts);
     if (!res.ok()) return fail(cmd, res.status().message());
     const GenerateTimings& t = res->timings;
     last = t;

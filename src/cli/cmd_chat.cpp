@@ -100,6 +100,9 @@ int cmd_chat(const Args& args) {
   auto model = Model::load(model_dir, weight_types, threads, mmproj);
   loading.stop();
   if (!model.ok()) return fail(cmd, model.status().message());
+  if ((*model)->kind() != ModelKind::kChat)
+    return fail(cmd, model_dir + " is a Qwen3-VL " + model_kind_name((*model)->kind()) + " model: it does not answer "
+                     "prompts; use `qvl embed` (embeddings) or `qvl serve` (" + model_kind_serves((*model)->kind()) + ")");
   auto defaults = SamplingParams::from_generation_config((*model)->generation());
   if (!defaults.ok()) return fail(cmd, defaults.status().message());
   opts.sampling = *defaults;

@@ -95,6 +95,9 @@ int cmd_run(const Args& args) {
   const double t_load = now_ms();
   auto model = Model::load(model_dir, weight_types, threads, mmproj);
   if (!model.ok()) return fail(cmd, model.status().message());
+  if ((*model)->kind() != ModelKind::kChat)
+    return fail(cmd, model_dir + " is a Qwen3-VL " + model_kind_name((*model)->kind()) + " model: it does not answer "
+                     "prompts; use `qvl embed` (embeddings) or `qvl serve` (" + model_kind_serves((*model)->kind()) + ")");
   const double load_ms = now_ms() - t_load;
   std::fprintf(stderr, "loaded in %.0f ms (%.2f GB of weights mapped; text %s, vision %s), %d threads, %s kernels\n",
                load_ms, (*model)->mapped_bytes() / 1e9, weight_type_name((*model)->text_weight_type()),

@@ -39,7 +39,10 @@ const Command kCommands[] = {
      "--model DIR --out DIR [--text-weights T] [--vision-weights T] [--format qvl|gguf]\n"
      "      write a model directory with converted weights (fast start)"},
     {"make-test-model", qvl::cli::cmd_make_test_model,
-     "--preset tiny|2b|4b|8b|tiny-4b|tiny-8b --seed N --out DIR\n      write a model directory with generated weights"},
+     "--preset tiny|2b|4b|8b|tiny-4b|tiny-8b[-embedding|-reranker] --seed N --out DIR\n      write a model directory with generated weights"},
+    {"embed", qvl::cli::cmd_embed,
+     "--model DIR [TEXT ...] [--image FILE ...] [--images-dir DIR] [--input-file F.jsonl] [--output F.npy]\n"
+     "      vectors of texts, images and videos from a Qwen3-VL-Embedding model (JSONL or .npy)"},
     {"pull", qvl::cli::cmd_pull,
      "MODEL [--revision R] [--source hf|modelscope] [--cache-dir DIR]\n      download from the hub"},
 };

@@ -24,6 +24,10 @@ Annotations, HTML comments on the lines right before a fence (several may stack)
   <!-- docs-test: model-dir PATH -->      a tiny generated model directory at PATH (a placeholder path)
   <!-- docs-test: stub PATH (REASON) -->  PATH is a command that does nothing (e.g. scripts/setup: CI ran it)
   <!-- docs-test: timeout SECONDS -->     instead of the default 120 s
+  <!-- docs-test: server PRESET -->       against a `qvl serve --model` of the model that `make-test-model --preset
+                                          PRESET --seed 1` writes (tiny-embedding, tiny-reranker: the demo serves
+                                          chat only), started on its own free port when a block first needs it and
+                                          stopped at the end; the documented port is replaced with that one
 A runnable block with neither an annotation nor a passing run fails; so does an unknown annotation.
 Prints file:line and pass/fail/skipped/xfail per block (with its output when it fails, or always with
 QVL_DOCS_VERBOSE=1), then "N passed, N failed, N skipped"; exit 1 on a failure. Environment: QVL_MODEL_FILES_DIR (default models/qwen3-vl-2b-instruct), QVL_DOCS_VENV (default
@@ -54,6 +58,7 @@ PHOTO = ROOT / "tests" / "data" / "images" / "jpeg_baseline_420_640x480.jpg"
 REPORT = ROOT / "tests" / "data" / "pdf" / "three_a4.pdf"  # three A4 pages of text (tests/pdf/pdfgen.py)
 HUB_REPO = "Qwen/Qwen3-VL-2B-Instruct"
 DEFAULT_TIMEOUT = 120
+SERVER_PRESETS = ("tiny-embedding", "tiny-reranker")  # models the demo server cannot stand in for
 SHELL_LANGS = {"sh", "bash", "shell", "console", "shell-session", "sh-session"}
 PYTHON_LANGS = {"python", "py", "python3"}
 COMMAND_LINE = re.compile(r"^\s*(\$\s+)?(curl|qvl|build/qvl)\s")
@@ -74,6 +79,7 @@ class Block:
     model_dirs: list = dataclasses.field(default_factory=list)
     stubs: list = dataclasses.field(default_factory=list)
     timeout: float = DEFAULT_TIMEOUT
+    server: str = ""     # a preset of SERVER_PRESETS: run against its server instead of the demo
     errors: list = dataclasses.field(default_factory=list)  # bad annotations
 
     @property
@@ -97,6 +103,14 @@ def parse_annotation(block, text):
     m = re.fullmatch(r"timeout\s+(\d+)", text)
     if m:
         block.timeout = float(m.group(1))
+        return
+    m = re.fullmatch(r"server\s+(\S+)", text)
+    if m:
+        if m.group(1) in SERVER_PRESETS:
+            block.server = m.group(1)
+        else:
+            block.errors.append(f"<!-- docs-test: {text} -->: no such server preset; expected one of "
+                                f"{', '.join(SERVER_PRESETS)}")
         return
     block.errors.append(f"unknown annotation <!-- docs-test: {text} --> (see tests/docs/run_docs.py)")
 
@@ -230,6 +244,48 @@ def started(argv, log, port=None, ready_line=None, env=None):
     finally:
         stop(proc)
         out.close()
+
+
+class PresetServers:
+    """The servers of `<!-- docs-test: server PRESET -->` blocks: each preset's model is made and served the first
+    time a block asks for it, so a run without such blocks starts none; all are stopped by close()."""
+
+    def __init__(self, tmp, binary, model_files, env):
+        self.tmp, self.binary, self.model_files, self.env = tmp, binary, model_files, env
+        self.stack = contextlib.ExitStack()
+        self.ports = {}   # preset -> port
+        self.failed = {}  # preset -> why it could not start (not tried again)
+
+    def port(self, preset):
+        """(port, "") of the preset's server, or (0, why not)."""
+        if preset in self.ports or preset in self.failed:
+            return self.ports.get(preset, 0), self.failed.get(preset, "")
+        model = self.tmp / f"{preset}-model"
+        made = subprocess.run([self.binary, "make-test-model", "--preset", preset, "--seed", "1", "--out", str(model),
+                               "--model-files", self.model_files], capture_output=True, text=True)
+        if made.returncode != 0:
+            self.failed[preset] = f"make-test-model --preset {preset} failed ({made.returncode}): {made.stderr.strip()}"
+            return 0, self.failed[preset]
+        port = free_port()
+        log = self.tmp / f"{preset}.log"
+        try:
+            self.stack.enter_context(started([self.binary, "serve", "--model", str(model), "--port", str(port),
+                                              "--threads", "1", "--quiet"], log, port=port, env=self.env))
+        except SystemExit as e:  # started() says why: this preset's blocks fail, the others run
+            self.failed[preset] = str(e)
+            return 0, self.failed[preset]
+        print(f"run_docs: serving {preset} on port {port} for the blocks annotated `server {preset}`", flush=True)
+        self.ports[preset] = port
+        return port, ""
+
+    def check(self):
+        """Why a started server no longer answers /health, for each that does not."""
+        return [f"the {preset} server (port {port}) no longer answers /health:\n"
+                f"{(self.tmp / f'{preset}.log').read_text(errors='replace')}"
+                for preset, port in self.ports.items() if health(port) != 200]
+
+    def close(self):
+        self.stack.close()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -371,8 +427,16 @@ def run_file(path, ctx):
             results.append((block, status, detail))
             print(f"{block.where}: {status} ({detail})", flush=True)
             continue
+        port = ctx["port"]
+        if block.server:
+            port, why = ctx["servers"].port(block.server)
+            if not port:
+                results.append((block, "fail", f"the {block.server} server did not start"))
+                print(f"{block.where}: fail (the {block.server} server did not start)")
+                print("\n".join("    " + l for l in why.strip().splitlines()), flush=True)
+                continue
         prepare(block, work, ctx["tiny"])
-        code = substitute_port(block.code, ctx["port"])
+        code = substitute_port(block.code, port)
         out = work / f".block-{n}.out"
         t0 = time.monotonic()
         if block.kind == "python":
@@ -442,11 +506,18 @@ def main():
             # The demo server pulls (Ollama's /api/pull) from the fake hub too.
             with started([binary, "serve", "--demo", "--model-files", model_files, "--port", str(port), "--threads", "1",
                           "--quiet", "--allow-pull"], tmp / "demo.log", port=port, env=env):
+                servers = PresetServers(tmp, binary, model_files, env)
                 ctx = dict(tmp=tmp, binary=binary, tiny=tiny, port=port, env=env, verbose=verbose,
-                           python=functools.cache(venv_python))
+                           python=functools.cache(venv_python), servers=servers)
                 results = []
-                for f in files:
-                    results += run_file(f, ctx)
+                try:
+                    for f in files:
+                        results += run_file(f, ctx)
+                    for why in servers.check():
+                        print(f"run_docs: {why}")
+                        results.append((None, "fail", "a preset server is down"))
+                finally:
+                    servers.close()
                 if health(port) != 200:
                     print(f"run_docs: the demo server no longer answers /health:\n{(tmp / 'demo.log').read_text()}")
                     results.append((None, "fail", "the demo server is down"))
