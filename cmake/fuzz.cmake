@@ -63,6 +63,7 @@ qvl_add_fuzz_target(json_schema)  # structured output: schema compiler + byte ac
 qvl_add_fuzz_target(gguf)         # GGUF header, metadata, tensor table; dequantization of what it hands out
 qvl_add_fuzz_target(http)         # raw requests: header bytes, framing fields, chunked body lines
 qvl_add_fuzz_target(documents)    # PDFs: pdfinfo/pdftoppm answers, page selections, file parts, the confined worker
+qvl_add_fuzz_target(retrieval)    # /v1/embeddings, /api/embed, /v1/rerank bodies -> inputs -> prompts
 if(AV_FOUND)
   qvl_add_fuzz_target(video)      # video containers: probe, sampling, decode, resize, patchify
 endif()

@@ -8,9 +8,10 @@ Usage: tests/docs/run_docs.py QVL_BINARY [FILE.md ...]      (default: README.md 
 What runs: fenced blocks tagged sh, bash, shell or console (console: the `$ ` lines only), python, and any
 other block with a line that starts with `curl`, `qvl` or `build/qvl` (run as shell). Each file's blocks run
 in order in a fresh working directory, all against one `qvl serve --demo` on a free 127.0.0.1 port (the
-documented `127.0.0.1:8080` / `localhost:8080` are replaced with it; $QVL_DOCS_PORT holds it). A file's shell
-blocks share their variables (IMG=... in one block, "$IMG" in the next), its Python blocks one interpreter
-(the venv of tests/docs/requirements.txt: openai, ollama, pydantic). In the working directory:
+documented `127.0.0.1:8080` / `localhost:8080` are replaced with it; $QVL_DOCS_PORT holds it), but for blocks
+annotated `server PRESET` (below). A file's shell blocks share their variables (IMG=... in one block, "$IMG"
+in the next), its Python blocks one interpreter (the venv of tests/docs/requirements.txt: openai, ollama,
+pydantic). In the working directory:
   photo.jpg             a JPEG from tests/data/images
   report.pdf            a three-page A4 PDF from tests/data/pdf
   qvl, build/qvl        the binary under test, with one change: `qvl serve ...` starts the server on a free
@@ -24,9 +25,9 @@ Annotations, HTML comments on the lines right before a fence (several may stack)
   <!-- docs-test: model-dir PATH -->      a tiny generated model directory at PATH (a placeholder path)
   <!-- docs-test: stub PATH (REASON) -->  PATH is a command that does nothing (e.g. scripts/setup: CI ran it)
   <!-- docs-test: timeout SECONDS -->     instead of the default 120 s
-  <!-- docs-test: server PRESET -->       against a `qvl serve --model` of the model that `make-test-model --preset
-                                          PRESET --seed 1` writes (tiny-embedding, tiny-reranker: the demo serves
-                                          chat only), started on its own free port when a block first needs it and
+  <!-- docs-test: server PRESET -->       run against its own `qvl serve --model` of `make-test-model --preset
+                                          PRESET --seed 1` (tiny-embedding or tiny-reranker: models the demo cannot
+                                          stand in for), started on a free port when a block first needs it and
                                           stopped at the end; the documented port is replaced with that one
 A runnable block with neither an annotation nor a passing run fails; so does an unknown annotation.
 Prints file:line and pass/fail/skipped/xfail per block (with its output when it fails, or always with

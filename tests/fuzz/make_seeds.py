@@ -307,9 +307,28 @@ def documents():
             out("documents", "hostile-" + name, b"\4" + data)
 
 
+# --- retrieval: /v1/embeddings, /api/embed and /v1/rerank bodies ---------------------------------------------
+def retrieval():
+    img = "data:image/png;base64,iVBORw0KGgo="
+    bodies = {
+        "strings": {"model": "m", "input": ["a cat", "a dog"], "dimensions": 64, "encoding_format": "base64"},
+        "one": {"input": "hello", "instruction": "Find pictures"},
+        "objects": {"input": [{"text": ["a", "b"], "image": [img, "file:///x.png"], "instruction": "  Find  "},
+                              {"video": "clip.mp4"}, {}, "plain"]},
+        "tokens": {"input": [[1, 2, 3]]},
+        "ollama": {"model": "m", "input": ["x", {"image_url": {"url": img}}], "truncate": True, "dimensions": 3},
+        "rerank": {"query": "capital of France", "documents": ["Paris", {"text": "Lyon", "image": img}, {}],
+                   "top_n": 2, "return_documents": True, "instruction": "Judge"},
+        "rerank-image-query": {"query": {"image": img}, "documents": [{"text": ["a", "b"]}]},
+        "bad-types": {"input": {"text": 3, "image": {"url": 1}}, "dimensions": -1, "top_n": "x"},
+    }
+    for name, body in bodies.items():
+        out("retrieval", name, json.dumps(body))
+
+
 if __name__ == "__main__":
     for name in ("images", "exif", "safetensors", "quantized", "chat", "tokenizer", "config", "gguf", "video", "http",
-                 "documents"):
+                 "documents", "retrieval"):
         for p in (CORPUS / name).glob("seed-*"):
             p.unlink()
         globals()[name]()
