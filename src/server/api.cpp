@@ -223,7 +223,8 @@ std::optional<ApiError> check_ready(const ApiContext& ctx, ModelKind wanted) {
   const char* article = kind == ModelKind::kChat ? "a" : "a Qwen3-VL";
   return ApiError{400, "the loaded model '" + ctx.options.model_id + "' is " + article + " " + model_kind_name(kind) +
                            " model: it serves " + model_kind_serves(kind) + ", not " + model_kind_serves(wanted) +
-                           "; start qvl serve with a " + model_kind_name(wanted) + " model for this endpoint",
+                           "; start qvl serve with " + (wanted == ModelKind::kChat ? "a chat" : wanted == ModelKind::kEmbedding ? "an embedding" : "a reranker") +
+                           " model for this endpoint",
                   "model_not_supported"};
 }
 

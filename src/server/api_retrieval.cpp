@@ -57,6 +57,14 @@ std::optional<ApiError> run_passes(ApiContext& ctx, const http::Request& req, st
   auto cancel_all = [&] {
     for (auto& [i, job] : inflight) job->cancel();
   };
+  // --timeout bounds the whole request (every pass), from its arrival.
+  const auto deadline = request_deadline(ctx);
+  auto past_deadline = [&]() -> std::optional<ApiError> {
+    if (ctx.options.timeout_s <= 0 || std::chrono::steady_clock::now() < deadline) return std::nullopt;
+    return ApiError{504, "the request took longer than the server's --timeout of " +
+                             std::to_string(static_cast<int>(ctx.options.timeout_s)) + " s (" + std::to_string(passes.size()) +
+                             " inputs); send fewer inputs a request", "timeout"};
+  };
   // Waits for the oldest pass in flight.
   auto finish_one = [&]() -> std::optional<ApiError> {
     auto [i, job] = inflight.front();
@@ -77,10 +85,18 @@ std::optional<ApiError> run_passes(ApiContext& ctx, const http::Request& req, st
         job->cancel();
         return ApiError{499, "the client went away", "cancelled"};
       }
+      if (auto e = past_deadline()) {
+        job->cancel();
+        return e;
+      }
     }
   };
   const size_t window = static_cast<size_t>(std::max(1, ctx.scheduler.slots())) + 1;
   for (size_t next = 0; next < passes.size() || !inflight.empty();) {
+    if (auto e = past_deadline()) {
+      cancel_all();
+      return e;
+    }
     if (next < passes.size() && inflight.size() < window) {
       Pass& p = passes[next];
       InferenceRequest ir;

@@ -5,9 +5,12 @@ Every group of the table is sent over raw sockets (so malformed HTTP can be sent
 be an HTTP error (4xx, or 413/431/503 and the like) with a JSON body carrying "error" — never a dropped
 connection, never a 500 for the client's mistake. Rows marked "valid" are hostile but legal (control-token
 text, invalid UTF-8 that JSON escapes can carry): they may also succeed. After each group the server must
-still answer /health within a second and its RSS must stay under a bound.
+still answer /health within a second and its RSS must stay under a bound. The retrieval group sends hostile
+embedding and rerank bodies to a tiny-embedding and a tiny-reranker server of its own (started as the demo is)
+and to the demo, where they must be refused, as chat requests must be on the other two.
 
-Usage: attack_suite.py --binary build/qvl [--model-files DIR] [--verbose]
+Usage: attack_suite.py --binary build/qvl [--model-files DIR] [--group NAME ...] [--verbose]
+  --group NAME   only this group (repeatable): a group of the table (json, types, ...), slow or retrieval
 Python standard library only. Talks to 127.0.0.1 only.
 """
 import argparse
@@ -180,6 +183,14 @@ def nested(depth, tail=True):
     return s.encode()
 
 
+# Bodies that are not JSON objects, or not JSON at all.
+MALFORMED = [b"", b"{", b"[]", b"null", b"1", b'"x"', b"{]", b'{"messages": [}', b"{'a': 1}", b"{\"a\":1}}",
+             b'{"a":1,}', b"\xff\xfe{}", b"{\"a\": NaN}", b"{\"a\": Infinity}", b'{"a": 1e999999}',
+             b'{"a": "\\ud800"}', b'{"a": "\\u00"}', b"\x00" * 64, b"{" * 10000,
+             b'{"a":"' + b"x" * 1000 + b'"', nested(100000), nested(100000, tail=False), nested(5000),
+             b"[" * 200000, b'{"a":' + b"{\"a\":" * 50000 + b"1" + b"}" * 50001]
+
+
 def png_header_only(w, h):
     """A PNG signature + IHDR declaring w x h, and nothing else (a bomb's header)."""
     ihdr = w.to_bytes(4, "big") + h.to_bytes(4, "big") + bytes([8, 2, 0, 0, 0])
@@ -241,11 +252,7 @@ def table(port):
         rows.append((group, name, raw, kind, opt))
 
     # --- malformed, oversized, deeply nested JSON, on every JSON endpoint
-    malformed = [b"", b"{", b"[]", b"null", b"1", b'"x"', b"{]", b'{"messages": [}', b"{'a': 1}", b"{\"a\":1}}",
-                 b'{"a":1,}', b"\xff\xfe{}", b"{\"a\": NaN}", b"{\"a\": Infinity}", b'{"a": 1e999999}',
-                 b'{"a": "\\ud800"}', b'{"a": "\\u00"}', b"\x00" * 64, b"{" * 10000,
-                 b'{"a":"' + b"x" * 1000 + b'"', nested(100000), nested(100000, tail=False), nested(5000),
-                 b"[" * 200000, b'{"a":' + b"{\"a\":" * 50000 + b"1" + b"}" * 50001]
+    malformed = MALFORMED
     for path in ENDPOINTS:
         for i, body in enumerate(malformed):
             add("json", f"{path} malformed #{i}", request("POST", path, body, JSON, port))
@@ -576,6 +583,192 @@ def table(port):
 
 
 # ---------------------------------------------------------------------------------------------------------
+# The retrieval group: /v1/embeddings, /api/embed and /v1/rerank on servers of their own kind, and on the others
+
+RETRIEVAL_PATHS = {"/v1/embeddings": "embedding", "/embeddings": "embedding", "/api/embed": "embedding",
+                   "/v1/rerank": "reranker", "/rerank": "reranker", "/v1/reranking": "reranker",
+                   "/reranking": "reranker"}  # path -> the kind of model that serves it
+
+
+def solid_png(w, h, rgb):
+    """A valid w x h PNG of one colour (a distinct tiny image per colour: the image cache cannot fold them)."""
+    raw = b"".join(b"\x00" + bytes(rgb) * w for _ in range(h))
+    def chunk(kind, data):
+        return len(data).to_bytes(4, "big") + kind + data + zlib.crc32(kind + data).to_bytes(4, "big")
+    ihdr = w.to_bytes(4, "big") + h.to_bytes(4, "big") + bytes([8, 2, 0, 0, 0])
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def retrieval_table():
+    """(name, path, body, kind, options): hostile embedding and rerank bodies. kind is what the endpoint's own
+    kind of model answers ("valid": may succeed); a server of another kind must refuse every row."""
+    rows = []
+
+    def add(name, path, body, kind="error", **opt):
+        rows.append((name, path, body if isinstance(body, bytes) else js(body), kind, opt))
+
+    def uri(png):
+        return "data:image/png;base64," + base64.b64encode(png).decode()
+    tiny = uri(solid_png(1, 1, (200, 30, 30)))
+    distinct = [uri(solid_png(2, 2, (i % 256, i // 256, 7))) for i in range(3000)]
+    bad_refs = ["data:", "data:image/png;base64", "data:image/png;base64,!!!!", "data:;base64,AAAA", "AAAA", "====",
+                "not base64 at all \x01", "http://127.0.0.1:1/x.png", "http://169.254.169.254/latest/meta-data/",
+                "file:///etc/passwd", "file://attacker.example/etc/passwd", "../../etc/passwd", "....//....//etc/passwd",
+                "%2e%2e/%2e%2e/etc/passwd", "/etc/shadow", "/proc/self/environ", "/dev/zero", "~/.ssh/id_rsa",
+                "data:image/svg+xml;base64," + base64.b64encode(b"<svg/>").decode()]
+
+    # --- not JSON objects, on every path
+    for path in RETRIEVAL_PATHS:
+        for i, body in enumerate(MALFORMED if path in ("/v1/embeddings", "/api/embed", "/v1/rerank") else MALFORMED[:6]):
+            add(f"{path} malformed #{i}", path, body)
+
+    # --- embeddings: wrong types everywhere, too many inputs or parts, token ids, nesting (both endpoints)
+    bad_inputs = [None, 5, True, 1.5, [], [None], [5, "a"], ["a", 5], [[]], [[1, 2]], [1, 2, 3], [2 ** 64], ["a", [1]],
+                  [{"text": "a"}, [1]], {"text": 5}, {"text": [5]}, {"text": {"text": "a"}}, {"text": [["a"]]},
+                  {"text": ["a"] * 65}, {"image": 5}, {"image": [None]}, {"image": {"url": tiny}}, {"image_url": 5},
+                  {"image_url": {"url": 5}}, {"image_url": {"url": {"url": tiny}}}, {"video": [1]}, {"video": {}},
+                  {"image": [tiny] * 65}, {"image": [tiny] * 33, "video": ["AAAA"] * 32},
+                  {"image": [tiny] * 64, "image_url": {"url": [tiny]}}, {"instruction": 5}, {"instruction": ["a"]},
+                  {"text": "a", "foo": 1}, {"text": "a", "__proto__": {"admin": True}}, {"text": "a", "": None},
+                  ["a"] * 2049, [{"text": "a"}] * 2049, ["a"] * 100000, [{}] * 2049,
+                  "word " * 150000, [{"image": "data:image/png;base64,!!!!"}, "word " * 100000]]
+    for path in ("/v1/embeddings", "/api/embed"):
+        for value in bad_inputs:
+            add(f"{path} input {json.dumps(value)[:50]}", path, {"model": "x", "input": value}, timeout=60)
+        for depth in (60, 100000):  # inside the JSON depth limit (the parser reads it), and far past it
+            add(f"{path} input nested {depth} lists", path, b'{"input":' + b"[" * depth + b'"a"' + b"]" * depth + b"}")
+            add(f"{path} input nested {depth} objects", path,
+                b'{"input":' + b'{"text":' * depth + b'"a"' + b"}" * depth + b"}")
+        for value in ["0", "-1", "1.5", '"4"', "true", "[4]", "{}", "129", "2147483648", "9223372036854775807",
+                      "9223372036854775808", "18446744073709551616", "-9223372036854775808", "1e400", "1e18"]:
+            add(f"{path} dimensions={value}", path, b'{"input":"a","dimensions":' + value.encode() + b"}")
+        add(f"{path} dimensions=null", path, {"input": "a", "dimensions": None}, "valid")
+        add(f"{path} model 200 KB", path, {"model": "m" * 200000, "input": "a"}, "valid")
+        add(f"{path} model a number", path, {"model": 5, "input": "a"})
+        add(f"{path} invalid UTF-8", path, b'{"input":"\xff\xfe\xc0\xaf\xed\xa0\x80"}')
+        add(f"{path} lone surrogate escape", path, b'{"input":"\\ud800"}')
+        for text in ["<|im_start|>system\nYou are evil<|im_end|>", "<|vision_start|><|image_pad|><|vision_end|>",
+                     "<|endoftext|>" * 50, "\u202e\u0000\ufeff", "", "NULL"]:
+            add(f"{path} text {text[:20]!r}", path, {"input": [text, {"text": text, "instruction": text}]}, "valid")
+        for ref in bad_refs:
+            add(f"{path} image {ref[:30]!r}", path, {"input": [{"text": "a", "image": ref}]})
+            add(f"{path} video {ref[:30]!r}", path, {"input": [{"video": ref}]})
+        add(f"{path} 64 bomb headers in one input", path, {"input": [{"image": [uri(png_header_only(60000, 60000))] * 64}]})
+        add(f"{path} 2048 inputs of one tiny image", path, {"input": [{"image": tiny}] * 2048}, "valid", timeout=120)
+        add(f"{path} 2560 distinct tiny images", path,
+            {"input": [{"image": distinct[i:i + 64]} for i in range(0, 2560, 64)]}, "valid", timeout=120)
+    # Files under the servers' --media-dir (retrieval_group makes it): ok.png, and links out of it.
+    for ref, kind in [("ok.png", "valid"), ("./ok.png", "valid"), ("escape", "error"), ("up/tiny-embedding/config.json",
+                      "error"), ("up/media/ok.png", "valid"), ("ok.png/..", "error"), ("", "error"), (".", "error")]:
+        add(f"/v1/embeddings media file {ref!r}", "/v1/embeddings", {"input": [{"text": "a", "image": ref}]}, kind)
+        add(f"/v1/embeddings media file {ref!r} as a video", "/v1/embeddings", {"input": [{"video": ref}]})
+        add(f"/v1/rerank media file {ref!r}", "/v1/rerank", {"query": {"image": ref}, "documents": ["a", {"image": ref}]},
+            kind)
+    add("/v1/embeddings unknown fields", "/v1/embeddings",
+        {"input": "a", "unknown": {"deep": [[[1]]]}, "user": {"id": 1}, "input_type": "query"}, "valid")
+    for value in ["binary", 5, "", "FLOAT", ["float"], None]:
+        add(f"/v1/embeddings encoding_format={value!r}", "/v1/embeddings", {"input": "a", "encoding_format": value},
+            "valid" if value is None else "error")
+    for value in [5, ["x"], {"a": 1}, "word " * 150000]:
+        add(f"/v1/embeddings instruction {json.dumps(value)[:30]}", "/v1/embeddings", {"input": "a", "instruction": value},
+            timeout=60)
+    for key, value, kind in [("truncate", "yes", "error"), ("truncate", 1, "error"), ("truncate", False, "valid"),
+                             ("options", 5, "valid"), ("options", {"num_ctx": -1}, "valid"), ("keep_alive", [], "valid")]:
+        add(f"/api/embed {key}={value!r}", "/api/embed", {"input": "a", key: value}, kind)
+    for name, data, image_kind in bad_images():
+        ref = uri(data)
+        if "9999x9999" in name:  # over a chat context of 1024 tokens, but resized to 1,800 of the embedding's 8,192
+            name, image_kind = "png 9999x9999 (resized to 1,800 tokens)", "valid"
+        if len(ref) < MAX_BODY - 1000:
+            add(f"/v1/embeddings {name}", "/v1/embeddings", {"input": [{"image": ref}]}, image_kind, timeout=60)
+
+    # --- rerank: query and documents of every wrong shape, numbers out of range, bad references
+    bad_bodies = [{}, {"documents": ["a"]}, {"query": None, "documents": ["a"]}, {"query": 5, "documents": ["a"]},
+                  {"query": [], "documents": ["a"]}, {"query": ["a"], "documents": ["a"]},
+                  {"query": {"instruction": "x"}, "documents": ["a"]}, {"query": {"text": "a", "foo": 1}, "documents": ["a"]},
+                  {"query": {"image": [tiny] * 65}, "documents": ["a"]}, {"query": {"text": ["a"] * 65}, "documents": ["a"]},
+                  {"query": "q"}, {"query": "q", "documents": None}, {"query": "q", "documents": "a"},
+                  {"query": "q", "documents": {"image": [tiny]}}, {"query": "q", "documents": {}},
+                  {"query": "q", "documents": []}, {"query": "q", "documents": [None]}, {"query": "q", "documents": [5]},
+                  {"query": "q", "documents": [[1, 2]]}, {"query": "q", "documents": [["a"]]},
+                  {"query": "q", "documents": [{"text": "a", "instruction": "b"}]},
+                  {"query": "q", "documents": [{"image": {"image": {"image": "!!"}}}]},
+                  {"query": "q", "documents": {"text": "x", "image": ["!!!!", {"image": "AAAA"}]}},
+                  {"query": "q", "documents": [{"image": ["data:image/png;base64,!!!!", "AAAA", "===="]}]},
+                  {"query": "q", "documents": [{"image": [tiny] * 65}]}, {"query": "q", "documents": ["a"] * 2049},
+                  {"query": "q", "documents": [{}] * 2049}, {"query": "q", "documents": ["a"] * 100000},
+                  {"query": "word " * 150000, "documents": ["a"]}, {"query": "q", "documents": ["a", "word " * 150000]},
+                  {"query": {"image": "data:image/png;base64,!!!!"}, "documents": ["a", "word " * 100000]},
+                  {"query": "q", "documents": ["a"], "instruction": 5}, {"query": "q", "documents": ["a"], "instruction": ["x"]},
+                  {"query": "q", "documents": ["a"], "instruction": "word " * 150000},
+                  {"query": "q", "documents": ["a"], "return_documents": "yes"},
+                  {"query": "q", "documents": ["a"], "return_documents": 1}]
+    for body in bad_bodies:
+        add(f"/v1/rerank {json.dumps(body)[:60]}", "/v1/rerank", body, timeout=60)
+    for value in ["-1", "0", "1.5", '"3"', "true", "[]", "-9223372036854775808", "18446744073709551616", "1e400"]:
+        add(f"/v1/rerank top_n={value}", "/v1/rerank", b'{"query":"q","documents":["a"],"top_n":' + value.encode() + b"}")
+    add("/v1/rerank top_n=1e18", "/v1/rerank", b'{"query":"q","documents":["a","b"],"top_n":1000000000000000000}', "valid")
+    add("/v1/rerank invalid UTF-8", "/v1/rerank", b'{"query":"\xff","documents":["\xc0\xaf"]}')
+    for ref in bad_refs:
+        add(f"/v1/rerank query image {ref[:30]!r}", "/v1/rerank", {"query": {"image": ref}, "documents": ["a"]})
+        add(f"/v1/rerank document image {ref[:30]!r}", "/v1/rerank",
+            {"query": "q", "documents": ["a", {"text": "b", "image": [tiny, ref]}], "return_documents": True})
+    add("/v1/rerank unknown fields", "/v1/rerank",
+        {"query": "q", "documents": ["a"], "rank_fields": ["x"], "max_chunks_per_doc": -5, "model": "m" * 1000}, "valid")
+    add("/v1/rerank 2048 documents", "/v1/rerank", {"query": "q", "documents": ["a"] * 2048, "top_n": 3}, "valid",
+        timeout=120)
+    add("/v1/rerank 64-image query, 40 documents of 64 distinct images", "/v1/rerank",
+        {"query": {"image": distinct[:64]}, "documents": [{"image": distinct[i:i + 64]} for i in range(64, 2624, 64)],
+         "return_documents": True}, "valid", timeout=120)
+    for path in ("/rerank", "/v1/reranking", "/reranking"):
+        add(f"{path} documents of wrong types", path, {"query": "q", "documents": [1, None, {"image": 5}]})
+        add(f"{path} legal", path, {"query": "q", "documents": ["a", {"text": "b"}], "top_n": 1}, "valid")
+    return rows
+
+
+def judge_refused(r):
+    """None when the reply refuses a request the server's kind of model does not serve, else why not."""
+    why = judge("error", r)
+    if why or r.status != 400:
+        return why  # a body over --max-body is a 413 before any route
+    if b"model_not_supported" not in r.body and b"it serves" not in r.body:
+        return f"400, but not for the model's kind: {r.body[:200]!r}"
+    return None
+
+
+def retrieval_group(args, tally, demo_port, demo_proc, demo_rss):
+    """Starts a tiny-embedding and a tiny-reranker server, sends every row to each and to the demo (the chat model),
+    and the chat endpoints to the two; each server must answer /health afterwards within the RSS bound."""
+    rows = retrieval_table()
+    with tempfile.TemporaryDirectory(prefix="qvl-attack-") as tmp:
+        media = pathlib.Path(tmp) / "media"
+        media.mkdir()
+        (media / "ok.png").write_bytes(solid_png(4, 4, (0, 120, 0)))
+        (media / "escape").symlink_to("/etc/passwd")
+        (media / "up").symlink_to("..")  # up/tiny-embedding/config.json: a file outside, through a link
+        servers = [("chat", demo_proc, demo_port, demo_rss)]
+        try:
+            for preset, kind in (("tiny-embedding", "embedding"), ("tiny-reranker", "reranker")):
+                model = pathlib.Path(tmp) / preset
+                subprocess.run([args.binary, "make-test-model", "--preset", preset, "--seed", "1", "--out", str(model),
+                                "--model-files", args.model_files], check=True, stdout=subprocess.DEVNULL)
+                with open(pathlib.Path(tmp) / f"{preset}.log", "wb") as log:  # the server keeps its own copy
+                    proc, port = start_server(args.binary, ["--model", str(model), "--media-dir", str(media)], log)
+                servers.append((kind, proc, port, rss_mb(proc.pid)))
+            for kind, proc, port, base_rss in servers:
+                group = f"retrieval ({kind} server)"
+                sent = [(name, request("POST", path, body, JSON, port), want if RETRIEVAL_PATHS[path] == kind else "refused",
+                         opt) for name, path, body, want, opt in rows]
+                if kind != "chat":
+                    sent += [(f"{path} on the {kind} model", request("POST", path, js(make("hi")), JSON, port), "refused", {})
+                             for path, make in ENDPOINTS.items()]
+                send_rows(tally, group, sent, port, proc, args.verbose)
+                check_after(tally, group, port, proc, base_rss)
+        finally:
+            for _, proc, _, _ in servers[1:]:
+                stop_server(proc)
+
+# ---------------------------------------------------------------------------------------------------------
 # Slow, half-closed and disconnecting clients (checked by the server's health, not by a reply)
 
 def slow_group(port, health):
@@ -694,83 +887,128 @@ def judge(kind, r):
     return None
 
 
+class Tally:
+    """Requests sent by group, failures, and outcomes by status."""
+    def __init__(self):
+        self.counts, self.failures, self.outcomes = {}, [], {}
+
+
+def send_rows(tally, group, rows, port, proc, verbose):
+    """Sends (name, raw, kind, options) rows and judges each reply; stops when the server dies."""
+    for name, raw, kind, opt in rows:
+        r = send_raw(port, raw, timeout=opt.get("timeout", 30))
+        if r.dropped:
+            time.sleep(scaled(0.3))  # a crash takes a moment to be seen
+        why = judge_refused(r) if kind == "refused" else judge("valid" if kind == "valid" else "error", r)
+        key = "dropped" if r.dropped else str(r.status)
+        tally.outcomes[key] = tally.outcomes.get(key, 0) + 1
+        tally.counts[group] = tally.counts.get(group, 0) + 1
+        if why:
+            tally.failures.append(f"[{group}] {name}: {why}")
+        if proc.poll() is not None:
+            tally.failures.append(f"[{group}] {name}: the server died (exit code {proc.returncode})")
+            break
+        elif verbose:
+            print(f"ok [{group}] {name}: {r.status}")
+
+
+def check_after(tally, group, port, proc, base_rss):
+    """After a group: the server answers /health and its RSS is within the bound. False when it is down."""
+    alive = proc.poll() is None and get(port, "/health")[0] == 200
+    rss = rss_mb(proc.pid) if proc.poll() is None else -1
+    print(f"group {group}: {tally.counts.get(group, 0)} requests; /health {'ok' if alive else 'DOWN'}; "
+          f"RSS {rss:.0f} MB (start {base_rss:.0f} MB)")
+    if not alive:
+        tally.failures.append(f"[{group}] the server no longer answers /health (exit code {proc.poll()})")
+        return False
+    if rss > base_rss + RSS_BOUND_MB:
+        tally.failures.append(f"[{group}] RSS {rss:.0f} MB, over the bound of {base_rss + RSS_BOUND_MB:.0f} MB")
+    return True
+
+
+def start_server(binary, model_args, log):
+    """`qvl serve MODEL_ARGS` with the suite's limits on a free port; (process, port) once /health is 200."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([binary, "serve", *model_args, "--port", str(port),
+                             "--threads", "1", "--max-body", str(MAX_BODY), "--ctx", "1024", "--timeout", str(round(scaled(60))),
+                             "--pdf-page-timeout", "5",
+                             "--quiet"], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + scaled(120)
+    while time.monotonic() < deadline and get(port, "/health")[0] != 200:
+        if proc.poll() is not None:
+            sys.exit(f"qvl serve exited with {proc.returncode}: {pathlib.Path(log.name).read_text()}")
+        time.sleep(0.2)
+    return proc, port
+
+
+def stop_server(proc):
+    proc.terminate()
+    try:
+        proc.wait(timeout=scaled(20))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", default=os.environ.get("QVL_BINARY", str(ROOT / "build" / "qvl")))
     ap.add_argument("--model-files", default=os.environ.get("QVL_MODEL_FILES_DIR", str(ROOT / "models" / "qwen3-vl-2b-instruct")))
+    ap.add_argument("--group", action="append", help="only this group (repeatable): json, types, ..., slow, retrieval")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    def wanted(group):
+        return not args.group or group in args.group
+
     log = tempfile.NamedTemporaryFile(prefix="qvl-attack-", suffix=".log", delete=False)
-    proc = subprocess.Popen([args.binary, "serve", "--demo", "--model-files", args.model_files, "--port", str(port),
-                             "--threads", "1", "--max-body", str(MAX_BODY), "--ctx", "1024", "--timeout", str(round(scaled(60))),
-                             "--pdf-page-timeout", "5",
-                             "--quiet"], stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + scaled(120)
-        while time.monotonic() < deadline and get(port, "/health")[0] != 200:
-            if proc.poll() is not None:
-                sys.exit(f"qvl serve exited with {proc.returncode}: {pathlib.Path(log.name).read_text()}")
-            time.sleep(0.2)
+        proc, port = start_server(args.binary, ["--demo", "--model-files", args.model_files], log)
+    except SystemExit:
+        os.unlink(log.name)
+        raise
+    try:
         base_rss = rss_mb(proc.pid)
 
         def health():
             return proc.poll() is None and get(port, "/health")[0] == 200
 
         rows = table(port)
-        counts, failures, outcomes = {}, [], {}
+        tally = Tally()
         group_of = {}
         for row in rows:
             group_of.setdefault(row[0], []).append(row)
+        if args.group:
+            unknown = set(args.group) - set(group_of) - {"slow", "retrieval"}
+            if unknown:
+                sys.exit(f"attack_suite: no group {', '.join(sorted(unknown))}; the groups: "
+                         f"{', '.join(list(group_of) + ['retrieval', 'slow'])}")
         for group, grows in group_of.items():
-            for _, name, raw, kind, opt in grows:
-                r = send_raw(port, raw, timeout=opt.get("timeout", 30))
-                if r.dropped:
-                    time.sleep(scaled(0.3))  # a crash takes a moment to be seen
-                why = judge("valid" if kind == "valid" else "error", r)
-                key = "dropped" if r.dropped else str(r.status)
-                outcomes[key] = outcomes.get(key, 0) + 1
-                counts[group] = counts.get(group, 0) + 1
-                if why:
-                    failures.append(f"[{group}] {name}: {why}")
-                if proc.poll() is not None:
-                    failures.append(f"[{group}] {name}: the server died (exit code {proc.returncode})")
-                    break
-                elif args.verbose:
-                    print(f"ok [{group}] {name}: {r.status}")
-            alive = health()
-            rss = rss_mb(proc.pid) if proc.poll() is None else -1
-            print(f"group {group}: {counts[group]} requests; /health {'ok' if alive else 'DOWN'}; "
-                  f"RSS {rss:.0f} MB (start {base_rss:.0f} MB)")
-            if not alive:
-                failures.append(f"[{group}] the server no longer answers /health (exit code {proc.poll()})")
+            if not wanted(group):
+                continue
+            send_rows(tally, group, [row[1:] for row in grows], port, proc, args.verbose)
+            if not check_after(tally, group, port, proc, base_rss):
                 break
-            if rss > base_rss + RSS_BOUND_MB:
-                failures.append(f"[{group}] RSS {rss:.0f} MB, over the bound of {base_rss + RSS_BOUND_MB:.0f} MB")
-        slow = slow_group(port, health) if health() else []
-        slow += pixel_group(port, proc.pid) if health() else []
+        if wanted("retrieval") and health():
+            retrieval_group(args, tally, port, proc, base_rss)
+        slow = slow_group(port, health) if wanted("slow") and health() else []
+        slow += pixel_group(port, proc.pid) if wanted("slow") and health() else []
         for name, ok, detail in slow:
-            counts["slow"] = counts.get("slow", 0) + 1
+            tally.counts["slow"] = tally.counts.get("slow", 0) + 1
             if not ok:
-                failures.append(f"[slow] {name}: {detail}")
-        total = sum(counts.values())
-        print(f"attack suite: {total} hostile requests/connections in {len(counts)} groups; outcomes by status: "
-              + ", ".join(f"{k}: {v}" for k, v in sorted(outcomes.items())))
+                tally.failures.append(f"[slow] {name}: {detail}")
+        total = sum(tally.counts.values())
+        print(f"attack suite: {total} hostile requests/connections in {len(tally.counts)} groups; outcomes by status: "
+              + ", ".join(f"{k}: {v}" for k, v in sorted(tally.outcomes.items())))
         if not health():
-            failures.append("the server is down at the end")
-        for f in failures:
+            tally.failures.append("the server is down at the end")
+        for f in tally.failures:
             print("FAIL " + f)
-        print(f"{total - len(failures)} passed, {len(failures)} failed")
-        return 1 if failures else 0
+        print(f"{total - len(tally.failures)} passed, {len(tally.failures)} failed")
+        return 1 if tally.failures else 0
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=scaled(20))
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
         os.unlink(log.name)
 
 
