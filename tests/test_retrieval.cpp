@@ -15,6 +15,8 @@
 #include "io/image.h"
 #include "model/model.h"
 #include "model/model_kind.h"
+#include "model/video_processor.h"
+#include "util/file.h"
 #include "test_paths.h"
 #include "test_server_fixture.h"
 #include "tokenizer/unicode.h"
@@ -36,9 +38,23 @@ std::vector<std::string> names(const json& v) {
   return v.get<std::vector<std::string>>();
 }
 
-// A golden input as the engine takes it, its images decoded from tests/data/images.
-RetrievalInput to_input(const json& in, std::vector<ImageRGB>& images) {
+// A golden input as the engine takes it, its images decoded from tests/data/images and its video (a file under
+// tests/data/videos) sampled and sized as qwen-vl-utils reads a video file.
+RetrievalInput to_input(const json& in, std::vector<ImageRGB>& images,
+                        std::vector<std::shared_ptr<const PreprocessedVideo>>& videos, const Model& model) {
   RetrievalInput r;
+  if (in.contains("video")) {
+    auto bytes = read_file_bytes(test::data_dir() + "/videos/" + in["video"].get<std::string>());
+    EXPECT_TRUE(bytes.ok());
+    VideoOptions vo;
+    vo.fps = 1;
+    vo.max_frames = 64;
+    vo.qwen_vl_utils = true;
+    auto v = preprocess_video_file(*bytes, model.video_config(), vo);
+    EXPECT_TRUE(v.ok()) << v.status().message();
+    if (v.ok()) videos.push_back(std::make_shared<const PreprocessedVideo>(std::move(*v)));
+    r.videos = 1;
+  }
   r.texts = names(in.value("text", json()));
   for (const std::string& n : names(in.value("image", json()))) {
     auto img = load_image_file(test::data_dir() + "/images/" + n);
@@ -57,9 +73,6 @@ double max_abs_diff(const std::vector<float>& a, const json& b) {
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, std::abs(a[i] - b[i].get<double>()));
   return m;
 }
-
-// A video case needs frame lists resized by qwen-vl-utils' own video path (see the note in the test).
-bool has_video(const json& in) { return in.contains("video"); }
 
 const Model& embedding_model() {
   static std::unique_ptr<Model> m = [] {
@@ -90,14 +103,14 @@ TEST(Retrieval, EmbeddingsMatchTheReference) {
     const std::string name = c["name"];
     for (size_t k = 0; k < c["inputs"].size(); ++k) {
       const json& in = c["inputs"][k];
-      if (has_video(in)) continue;
       SCOPED_TRACE(name + " input " + std::to_string(k));
       std::vector<ImageRGB> images;
-      const RetrievalInput input = to_input(in, images);
+      std::vector<std::shared_ptr<const PreprocessedVideo>> videos;
+      const RetrievalInput input = to_input(in, images, videos, model);
       const auto messages = embedding_messages(input);
       GenerateOptions o = retrieval_options(model);
       EXPECT_EQ(render_chat(messages, o.chat), c["prompts"][k].get<std::string>());
-      auto r = generate(model, pool, messages, images, o);
+      auto r = generate(model, pool, messages, images, videos, o);
       ASSERT_TRUE(r.ok()) << r.status().message();
       EXPECT_EQ(r->timings.prompt_tokens, static_cast<int>(c["input_ids"][k].size()));
       EXPECT_TRUE(r->tokens.empty());
@@ -116,7 +129,7 @@ TEST(Retrieval, EmbeddingsMatchTheReference) {
       ++checked;
     }
   }
-  EXPECT_GE(checked, 12);
+  EXPECT_GE(checked, 15);
   std::printf("embedding goldens: %d inputs, worst |difference| %.3g (vectors of norm 1)\n", checked, worst);
 }
 
@@ -128,18 +141,18 @@ TEST(Retrieval, RerankerScoresMatchTheReference) {
   int checked = 0;
   const json g = golden();
   for (const json& c : g["reranker"]["cases"]) {
-    if (has_video(c["query"])) continue;
     const std::string name = c["name"];
     const std::string instruction = c["instruction"].is_string() ? c["instruction"].get<std::string>() : "";
     for (size_t k = 0; k < c["documents"].size(); ++k) {
       SCOPED_TRACE(name + " document " + std::to_string(k));
       std::vector<ImageRGB> images;
-      const RetrievalInput q = to_input(c["query"], images);
-      const RetrievalInput d = to_input(c["documents"][k], images);
+      std::vector<std::shared_ptr<const PreprocessedVideo>> videos;
+      const RetrievalInput q = to_input(c["query"], images, videos, model);
+      const RetrievalInput d = to_input(c["documents"][k], images, videos, model);
       const auto messages = rerank_messages(q, d, instruction);
       GenerateOptions o = retrieval_options(model);
       EXPECT_EQ(render_chat(messages, o.chat), c["prompts"][k].get<std::string>());
-      auto r = generate(model, pool, messages, images, o);
+      auto r = generate(model, pool, messages, images, videos, o);
       ASSERT_TRUE(r.ok()) << r.status().message();
       EXPECT_EQ(r->timings.prompt_tokens, static_cast<int>(c["input_ids"][k].size()));
       const double score = rerank_score(model, r->hidden);
@@ -149,7 +162,7 @@ TEST(Retrieval, RerankerScoresMatchTheReference) {
       ++checked;
     }
   }
-  EXPECT_GE(checked, 8);
+  EXPECT_GE(checked, 12);
   std::printf("reranker goldens: %d pairs, worst |difference| %.3g\n", checked, worst);
 }
 
@@ -166,6 +179,25 @@ TEST(Retrieval, InstructionIsPunctuatedAsTheReferenceDoes) {
   EXPECT_TRUE(unicode::is_punctuation(U'\u00BF'));
   EXPECT_FALSE(unicode::is_punctuation(U'$'));
   EXPECT_FALSE(unicode::is_punctuation(U'a'));
+}
+
+// qwen-vl-utils' smart_nframes and torch.linspace(...).round(): an even count, at least 4 frames.
+TEST(Retrieval, VideoFramesAreChosenAsQwenVlUtilsDoes) {
+  auto a = qwen_vl_utils_frame_indices(30, 30.0, 1.0, 4, 64);  // 1 s at 30 fps: 4 frames (the floor)
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a, (std::vector<int64_t>{0, 10, 19, 29}));
+  auto b = qwen_vl_utils_frame_indices(300, 30.0, 1.0, 4, 64);  // 10 s: 10 frames
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->size(), 10u);
+  EXPECT_EQ(b->front(), 0);
+  EXPECT_EQ(b->back(), 299);
+  auto c = qwen_vl_utils_frame_indices(3000, 30.0, 1.0, 4, 64);  // 100 s: at most 64
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->size(), 64u);
+  auto d = qwen_vl_utils_frame_indices(5, 30.0, 1.0, 4, 64);  // 5 frames: 4 (even)
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(*d, (std::vector<int64_t>{0, 1, 3, 4}));
+  EXPECT_FALSE(qwen_vl_utils_frame_indices(1, 30.0, 1.0, 4, 64).ok());  // one frame: fewer than 2
 }
 
 TEST(Retrieval, MatryoshkaRangeIsChecked) {

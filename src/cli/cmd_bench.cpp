@@ -103,6 +103,9 @@ int cmd_bench(const Args& args) {
     opts.image.max_pixels = r.image.max_pixels;
     opts.image.min_pixels = opts.image.min_pixels > 0 ? std::min(opts.image.min_pixels, r.image.max_pixels) : r.image.min_pixels;
     opts.image.pil_resize = true;
+    video.options.qwen_vl_utils = true;  // as the reference reads a video file: fps 1, at most 64 frames
+    if (video.options.fps <= 0) video.options.fps = 1;
+    if (video.options.max_frames <= 0) video.options.max_frames = 64;
     RetrievalInput in;
     in.images = image_files;
     in.videos = video_files.size();

@@ -225,6 +225,7 @@ int cmd_embed(const Args& args) {
       VideoOptions vo;
       vo.fps = 1;
       vo.max_frames = 64;
+      vo.qwen_vl_utils = true;
       vo.max_tokens = options.context;
       auto v = preprocess_video_file(*bytes, model.video_config(), vo);
       if (!v.ok()) return Status::Error(s.where + ": " + f + ": " + v.status().message());

@@ -125,6 +125,101 @@ uint8_t clip8(int32_t acc, int precision) {
 
 }  // namespace
 
+namespace {
+
+// torch's float antialiased bicubic weights for one axis (_compute_weights_aa with scalar_t float): the scale,
+// center, support and weights in float, the filter's argument formed in double (the 0.5 literals) and narrowed.
+struct FloatTaps {
+  std::vector<int> start, size;
+  std::vector<float> weights;
+  int taps = 0;
+};
+
+float bicubic_filter_f(float x) {
+  constexpr float a = -0.5f;
+  x = std::abs(x);
+  if (x < 1.0f) return ((a + 2) * x - (a + 3)) * x * x + 1;
+  if (x < 2.0f) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+  return 0.0f;
+}
+
+FloatTaps compute_float_taps(int in_size, int out_size) {
+  const float scale = static_cast<float>(in_size) / static_cast<float>(out_size);
+  const float support = scale >= 1.0f ? 2.0f * scale : 2.0f;
+  const float invscale = scale >= 1.0f ? 1.0f / scale : 1.0f;
+  FloatTaps t;
+  t.taps = static_cast<int>(std::ceil(support)) * 2 + 1;
+  t.start.resize(out_size);
+  t.size.resize(out_size);
+  t.weights.assign(static_cast<size_t>(out_size) * t.taps, 0.0f);
+  for (int i = 0; i < out_size; ++i) {
+    const float center = static_cast<float>(static_cast<double>(scale) * (i + 0.5));
+    const int64_t xmin = std::max<int64_t>(static_cast<int64_t>(static_cast<double>(center - support) + 0.5), 0);
+    const int64_t xsize =
+        std::min<int64_t>(static_cast<int64_t>(static_cast<double>(center + support) + 0.5), in_size) - xmin;
+    float total = 0.0f;
+    float* w = &t.weights[static_cast<size_t>(i) * t.taps];
+    for (int64_t j = 0; j < xsize; ++j) {
+      const float arg = static_cast<float>((static_cast<double>(static_cast<float>(j + xmin) - center) + 0.5) * invscale);
+      w[j] = bicubic_filter_f(arg);
+      total += w[j];
+    }
+    if (total != 0.0f)
+      for (int64_t j = 0; j < xsize; ++j) w[j] /= total;
+    t.start[i] = static_cast<int>(xmin);
+    t.size[i] = static_cast<int>(xsize);
+  }
+  return t;
+}
+
+}  // namespace
+
+ImageRGB resize_bicubic_antialias_float(const ImageRGB& src, int out_width, int out_height) {
+  QVL_CHECK(out_width > 0 && out_height > 0 && src.width > 0 && src.height > 0);
+  if (out_width == src.width && out_height == src.height) return src;
+  // The image as float [H][W][3]; width pass, then height pass, both in float; then clamp and round.
+  int w = src.width, h = src.height;
+  std::vector<float> cur(src.pixels.begin(), src.pixels.end());
+  if (out_width != w) {
+    const FloatTaps t = compute_float_taps(w, out_width);
+    std::vector<float> next(static_cast<size_t>(out_width) * h * 3);
+    for (int y = 0; y < h; ++y) {
+      const float* row = &cur[static_cast<size_t>(y) * w * 3];
+      float* out = &next[static_cast<size_t>(y) * out_width * 3];
+      for (int x = 0; x < out_width; ++x) {
+        const float* k = &t.weights[static_cast<size_t>(x) * t.taps];
+        for (int c = 0; c < 3; ++c) {
+          float acc = row[t.start[x] * 3 + c] * k[0];
+          for (int j = 1; j < t.size[x]; ++j) acc += row[(t.start[x] + j) * 3 + c] * k[j];
+          out[x * 3 + c] = acc;
+        }
+      }
+    }
+    cur.swap(next);
+    w = out_width;
+  }
+  if (out_height != h) {
+    const FloatTaps t = compute_float_taps(h, out_height);
+    const size_t stride = static_cast<size_t>(w) * 3;
+    std::vector<float> next(stride * out_height);
+    for (int y = 0; y < out_height; ++y) {
+      const float* k = &t.weights[static_cast<size_t>(y) * t.taps];
+      float* out = &next[static_cast<size_t>(y) * stride];
+      for (size_t i = 0; i < stride; ++i) {
+        float acc = cur[static_cast<size_t>(t.start[y]) * stride + i] * k[0];
+        for (int j = 1; j < t.size[y]; ++j) acc += cur[static_cast<size_t>(t.start[y] + j) * stride + i] * k[j];
+        out[i] = acc;
+      }
+    }
+    cur.swap(next);
+    h = out_height;
+  }
+  ImageRGB out{w, h, std::vector<uint8_t>(cur.size())};
+  for (size_t i = 0; i < cur.size(); ++i)
+    out.pixels[i] = static_cast<uint8_t>(std::nearbyint(std::clamp(cur[i], 0.0f, 255.0f)));
+  return out;
+}
+
 ImageRGB resize_bicubic_antialias(const ImageRGB& src, int out_width, int out_height, bool pil) {
   QVL_CHECK(out_width > 0 && out_height > 0 && src.width > 0 && src.height > 0);
   if (out_width == src.width && out_height == src.height) return src;

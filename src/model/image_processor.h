@@ -45,6 +45,11 @@ Result<ResizedSize> smart_resize(int64_t height, int64_t width, int factor, int6
 // size is unchanged. `pil`: Pillow's arithmetic instead (Image.resize with BICUBIC: int32 weights at 22 bits).
 ImageRGB resize_bicubic_antialias(const ImageRGB& src, int out_width, int out_height, bool pil = false);
 
+// The same filter as torchvision's resize of a uint8 tensor does it (qwen-vl-utils' video frames): the pixels
+// cast to float32, antialiased bicubic in float (width, then height), clamped to [0, 255] and rounded half to
+// even. Upscaling differs from the uint8 kernel by up to 15.
+ImageRGB resize_bicubic_antialias_float(const ImageRGB& src, int out_width, int out_height);
+
 struct PreprocessedImage {
   ResizedSize resized;
   int grid_t = 1, grid_h = 0, grid_w = 0;  // image_grid_thw, in patches

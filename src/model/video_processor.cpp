@@ -76,6 +76,34 @@ Result<std::vector<int64_t>> sample_frame_indices(int64_t total, double video_fp
   return idx;
 }
 
+Result<std::vector<int64_t>> qwen_vl_utils_frame_indices(int64_t total, double video_fps, double fps, int min_frames,
+                                                         int max_frames) {
+  if (total <= 0) return Status::Error("video has no frames");
+  if (!(video_fps > 0) || !(fps > 0) || !std::isfinite(fps))
+    return Status::Error("frame rates must be positive (video " + std::to_string(video_fps) + ", sampling " +
+                         std::to_string(fps) + ")");
+  // min_frames = ceil_by_factor(min_frames, 2); max_frames = floor_by_factor(max_frames, 2)
+  const double lo = std::ceil(min_frames / 2.0) * 2, hi = std::floor(max_frames / 2.0) * 2;
+  // nframes = floor_by_factor(min(min(max(total / video_fps * fps, lo), hi), total), 2)
+  double n = static_cast<double>(total) / video_fps * fps;
+  n = std::min(std::min(std::max(n, lo), hi), static_cast<double>(total));
+  const int64_t num = static_cast<int64_t>(std::floor(n / 2)) * 2;
+  if (num < 2 || num > total)
+    return Status::Error("the video has " + std::to_string(total) + " frames; sampling needs at least 2 (qwen-vl-utils "
+                         "samples an even number of frames, at least 2)");
+  // torch.linspace(0, total - 1, num) in float32: start + step * i before the halfway point, end - step *
+  // (num - 1 - i) from it; then round half to even.
+  const float end = static_cast<float>(total - 1);
+  const float step = end / static_cast<float>(num - 1);
+  const int64_t halfway = num / 2;
+  std::vector<int64_t> idx(static_cast<size_t>(num));
+  for (int64_t i = 0; i < num; ++i) {
+    const float y = i < halfway ? step * static_cast<float>(i) : end - step * static_cast<float>(num - 1 - i);
+    idx[static_cast<size_t>(i)] = static_cast<int64_t>(std::nearbyint(y));
+  }
+  return idx;
+}
+
 Result<ResizedSize> smart_resize_video(int64_t num_frames, int64_t height, int64_t width, int temporal_factor,
                                        int factor, int64_t min_pixels, int64_t max_pixels) {
   if (num_frames < temporal_factor)
@@ -184,9 +212,27 @@ Result<VideoPlan> plan_video(const VideoInfo& info, const VideoProcessorConfig& 
   QVL_ASSIGN_OR_RETURN(Resolved r, resolve(config, options));
   VideoPlan p;
   p.info = info;
-  QVL_ASSIGN_OR_RETURN(p.indices, sample_frame_indices(info.total_frames, info.fps, r.fps, r.min_frames, r.max_frames));
-  QVL_ASSIGN_OR_RETURN(p.resized, smart_resize_video(static_cast<int64_t>(p.indices.size()), info.height, info.width,
-                                                     config.temporal_patch_size, config.factor(), r.min_px, r.max_px));
+  if (options.qwen_vl_utils) {
+    // fetch_video: min_frames 4 (FPS_MIN_FRAMES), max_frames as asked (else min(768, total)); each frame's
+    // smart_resize into [VIDEO_MIN_TOKEN_NUM, VIDEO_MAX_TOKEN_NUM] tokens, the latter lowered where the
+    // default total_pixels (MODEL_SEQ_LEN tokens) spread over the frames is less.
+    const int max_frames = options.max_frames > 0 ? options.max_frames : static_cast<int>(std::min<int64_t>(768, info.total_frames));
+    QVL_ASSIGN_OR_RETURN(p.indices, qwen_vl_utils_frame_indices(info.total_frames, info.fps, options.fps > 0 ? options.fps : 2.0,
+                                                                options.min_frames > 0 ? options.min_frames : 4, max_frames));
+    const int64_t f2 = int64_t{config.factor()} * config.factor();
+    const int64_t min_px = options.min_pixels > 0 ? options.min_pixels : 128 * f2;
+    // max(min(VIDEO_FRAME_MAX_PIXELS, total_pixels / nframes * 2), int(min_pixels * 1.05)), total_pixels
+    // = MODEL_SEQ_LEN (128000) * factor² * 0.9
+    const double total_pixels = 128000.0 * static_cast<double>(f2) * 0.9;
+    double cap = std::max(std::min(768.0 * static_cast<double>(f2), total_pixels / static_cast<double>(p.indices.size()) * 2),
+                          std::floor(static_cast<double>(min_px) * 1.05));
+    if (options.max_pixels > 0) cap = std::min(cap, static_cast<double>(options.max_pixels));
+    QVL_ASSIGN_OR_RETURN(p.resized, smart_resize(info.height, info.width, config.factor(), min_px, static_cast<int64_t>(cap)));
+  } else {
+    QVL_ASSIGN_OR_RETURN(p.indices, sample_frame_indices(info.total_frames, info.fps, r.fps, r.min_frames, r.max_frames));
+    QVL_ASSIGN_OR_RETURN(p.resized, smart_resize_video(static_cast<int64_t>(p.indices.size()), info.height, info.width,
+                                                       config.temporal_patch_size, config.factor(), r.min_px, r.max_px));
+  }
   const int tp = config.temporal_patch_size;
   p.grid_t = static_cast<int>((p.indices.size() + static_cast<size_t>(tp) - 1) / static_cast<size_t>(tp));
   p.grid_h = p.resized.height / config.patch_size;
@@ -212,7 +258,8 @@ Result<PreprocessedVideo> preprocess_video_frames(const std::vector<ImageRGB>& a
   for (int64_t i : p.indices) {
     const ImageRGB& f = all_frames[static_cast<size_t>(i)];
     if (f.width != info.width || f.height != info.height) return Status::Error("video frames differ in size");
-    resized.push_back(resize_bicubic_antialias(f, p.resized.width, p.resized.height));
+    resized.push_back(options.qwen_vl_utils ? resize_bicubic_antialias_float(f, p.resized.width, p.resized.height)
+                                            : resize_bicubic_antialias(f, p.resized.width, p.resized.height));
   }
   return finish(std::move(resized), std::move(p.indices), video_fps, p.resized, config);
 }
@@ -228,7 +275,8 @@ Result<PreprocessedVideo> preprocess_video_file(std::span<const uint8_t> bytes, 
     return plan.indices;
   };
   limits.on_frame = [&](size_t, ImageRGB&& frame) -> Status {
-    resized.push_back(resize_bicubic_antialias(frame, plan.resized.width, plan.resized.height));
+    resized.push_back(options.qwen_vl_utils ? resize_bicubic_antialias_float(frame, plan.resized.width, plan.resized.height)
+                                            : resize_bicubic_antialias(frame, plan.resized.width, plan.resized.height));
     return Status::Ok();
   };
   QVL_ASSIGN_OR_RETURN(DecodedVideo decoded, decode_video(bytes, limits));

@@ -49,7 +49,17 @@ struct VideoOptions {
   int min_frames = -1, max_frames = -1;
   // Refuse, before any frame is decoded, a video that would take more prompt tokens than this (-1: no bound).
   int64_t max_tokens = -1;
+  // Sample and size as qwen-vl-utils' fetch_video reads a video file (the Qwen3-VL-Embedding and -Reranker
+  // reference scripts; the processor then runs with do_resize=False): an even frame count (smart_nframes:
+  // total / video_fps * fps within [min_frames, max_frames] and the total, floored to a multiple of 2) at
+  // torch.linspace(0, total - 1, n).round() in float32; each frame's own smart_resize into [128, 768] tokens
+  // (min_pixels / max_pixels where given), not a budget over all frames.
+  bool qwen_vl_utils = false;
 };
+
+// qwen-vl-utils' frame choice: smart_nframes and torch.linspace(0, total - 1, n).round() (float32, half to even).
+Result<std::vector<int64_t>> qwen_vl_utils_frame_indices(int64_t total_frames, double video_fps, double fps,
+                                                         int min_frames, int max_frames);
 
 // Qwen3VLVideoProcessor.sample_frames: num = int(total / video_fps * fps) clamped to [min_frames,
 // max_frames] and to total; indices = round(linspace(0, total - 1, num)).

@@ -266,6 +266,7 @@ json model_description(const ApiContext& ctx) {
   const ModelFacts& f = m->facts();
   const ModelConfig& c = m->config();
   return json{{"architecture", "Qwen3-VL"},
+              {"kind", model_kind_name(m->kind())},
               {"parameters", f.parameters},
               {"size", f.parameter_size},
               {"format", f.format},

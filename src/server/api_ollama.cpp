@@ -191,6 +191,13 @@ json details(const ApiContext& ctx) {
 
 // What the model can do, as Ollama lists it: no "vision" for a text model served without its vision file.
 json capabilities(const ApiContext& ctx) {
+  // An embedding model answers /api/embed only (Ollama's "embedding"); a reranker has no Ollama endpoint.
+  if (ctx.scheduler.model() && ctx.scheduler.model()->kind() != ModelKind::kChat) {
+    json c = json::array();
+    if (ctx.scheduler.model()->kind() == ModelKind::kEmbedding) c.push_back("embedding");
+    if (ctx.scheduler.model()->has_vision()) c.push_back("vision");
+    return c;
+  }
   json c = json::array({"completion"});
   if (!ctx.scheduler.model() || ctx.scheduler.model()->has_vision()) c.push_back("vision");
   c.push_back("tools");

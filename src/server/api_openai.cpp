@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "server/api.h"
+#include "engine/retrieval.h"
 #include "server/logprobs_json.h"
 #include "server/openai_request.h"
 #include "server/openai_shapes.h"
@@ -157,14 +158,28 @@ void chat_completions(ApiContext& ctx, const http::Request& req, http::Response&
   stream_job(res, "text/event-stream", std::move(a), watch, std::move(f));
 }
 
+// What a request gives back: text, or an embedding model's vectors and a reranker's scores.
+const char* retrieval_output(const ApiContext& ctx) {
+  const Model* m = ctx.scheduler.model();
+  if (!m || m->kind() == ModelKind::kChat) return "text";
+  return m->kind() == ModelKind::kEmbedding ? "embedding" : "score";
+}
+
+// The tokens a request may hold: --ctx for a chat model, the reference's maximum length for a retrieval one.
+int64_t retrieval_context(const ApiContext& ctx) {
+  const Model* m = ctx.scheduler.model();
+  if (!m || m->kind() == ModelKind::kChat) return ctx.options.context;
+  return retrieval_options(*m).context;
+}
+
 json model_object(const ApiContext& ctx) {
   return json{{"id", ctx.options.model_id},
               {"object", "model"},
               {"created", ctx.started_unix},
               {"owned_by", "qvl"},
               {"input_modalities", json::array({"text", "image"})},
-              {"output_modalities", json::array({"text"})},
-              {"context_length", ctx.options.context},
+              {"output_modalities", json::array({retrieval_output(ctx)})},
+              {"context_length", retrieval_context(ctx)},
               {"qvl", model_description(ctx)}};
 }
 

@@ -69,6 +69,7 @@ Status read_item(const json& v, const std::string& where, bool allow_instruction
     r.where = where + ".video[" + std::to_string(i) + "]";
     r.options.fps = 1;         // the reference's FPS
     r.options.max_frames = 64;  // and MAX_FRAMES
+    r.options.qwen_vl_utils = true;  // sampled and sized as the reference reads a video file
     out.videos.push_back(std::move(r));
   }
   out.input.images = out.images.size();

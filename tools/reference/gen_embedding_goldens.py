@@ -25,7 +25,11 @@ Reranker (Qwen3VLReranker.process): each (query, document) pair becomes
    "\\n<Document>:", the document's (same rule)]
 and is scored alone: sigmoid((lm_head[yes] - lm_head[no]) . h) with h the last position's final hidden state.
 
-Inputs name files under tests/data/images; "video" is one video given as a list of frame files. Per case the
+Inputs name files under tests/data/images; "video" names a clip under tests/data/videos, read as the official scripts
+pass a video file (fps 1, max_frames 64) through qwen-vl-utils' fetch_video: its torchvision reader's sampling
+(smart_nframes, torch.linspace(...).round()) and metadata, its per-frame smart_resize into [128, 768] tokens and
+torchvision's antialiased bicubic resize; the frames themselves come from qvl_reference.decode_video (PyAV as
+transformers reads video, display rotation applied), the decode every video golden of this repository uses. Per case the
 file records the rendered prompts, the input ids (without padding), the image (and video) grids and the
 results (floats rounded to 9 significant digits). Deterministic: re-running rewrites an identical file.
 """
@@ -40,6 +44,23 @@ from qwen_vl_utils import process_vision_info
 from transformers import Qwen3VLForConditionalGeneration
 
 import qvl_reference as ref
+from qwen_vl_utils import vision_process
+
+
+def _read_video_repository_decode(ele):
+    """qwen-vl-utils' _read_video_torchvision with the frames of qvl_reference.decode_video (TCHW uint8)."""
+    path = ele["video"][len("file://"):] if ele["video"].startswith("file://") else ele["video"]
+    frames, total_frames, video_fps = ref.decode_video(path)
+    video = torch.from_numpy(frames).permute(0, 3, 1, 2).contiguous()
+    nframes = vision_process.smart_nframes(ele, total_frames=total_frames, video_fps=video_fps)
+    idx = torch.linspace(0, total_frames - 1, nframes).round().long()
+    sample_fps = nframes / max(total_frames, 1e-6) * video_fps
+    metadata = dict(fps=video_fps, frames_indices=idx, total_num_frames=total_frames, video_backend="torchvision")
+    return video[idx], metadata, sample_fps
+
+
+vision_process.VIDEO_READER_BACKENDS["torchvision"] = _read_video_repository_decode
+vision_process.get_video_reader_backend = lambda: "torchvision"
 
 IMAGES = ref.DATA / "images"
 
@@ -49,7 +70,6 @@ RERANK_MAX_LENGTH = 10240
 IMAGE_FACTOR = 32
 MIN_PIXELS = 4 * IMAGE_FACTOR * IMAGE_FACTOR
 MAX_PIXELS = 1800 * IMAGE_FACTOR * IMAGE_FACTOR
-MAX_TOTAL_PIXELS = 10 * 768 * IMAGE_FACTOR * IMAGE_FACTOR
 MAX_FRAMES = 64
 EMBED_DEFAULT_INSTRUCTION = "Represent the user's input."
 RERANK_DEFAULT_INSTRUCTION = "Given a search query, retrieve relevant candidates that answer the query."
@@ -57,8 +77,7 @@ RERANK_SYSTEM = ('Judge whether the Document meets the requirements based on the
                  'Note that the answer can only be "yes" or "no".')
 MATRYOSHKA = [32, 64]
 
-FRAMES4 = ["png_rgb8_256x256.png", "jpeg_progressive_256x256.jpg", "png_rgb8_256x256.png",
-           "jpeg_progressive_256x256.jpg"]
+VIDEOS = ref.DATA / "videos"
 
 EMBEDDING_CASES = [
     ("text_default", [{"text": "A photo of a cat sitting on a mat."}]),
@@ -78,7 +97,8 @@ EMBEDDING_CASES = [
                               "the right to its length.", "instruction": "Find documents about padding"},
                      {"image": "gif_static_64x48.gif", "text": "Tiny.", "instruction": "   "}]),
     ("non_ascii", [{"text": "日本語のテキストと emoji 🎉"}]),
-    ("video_frames", [{"video": FRAMES4, "text": "Four frames of two alternating pictures."}]),
+    ("video", [{"video": "h264_30fps_64x48.mp4", "text": "A short clip."}]),
+    ("video_image_text", [{"video": "vp9_25fps_70x50.webm", "image": "gif_static_64x48.gif", "text": "Both."}]),
 ]
 
 RERANK_DOCS = [{"text": "Paris is the capital and largest city of France."},
@@ -93,7 +113,7 @@ RERANKER_CASES = [
     ("image_query_text_document", "Find the caption that describes the picture",
      {"image": "jpeg_baseline_420_640x480.jpg"}, [{"text": "A photograph with smooth colours."}]),
     ("empty_document", None, {"text": "Anything at all?"}, [{"text": "Something."}, {}]),
-    ("video_query", None, {"video": FRAMES4[:3], "text": "Which pictures alternate?"},
+    ("video_query", None, {"video": "h264_24fps_96x64.mkv", "text": "What happens in the clip?"},
      [{"text": "Two pictures alternate."}]),
 ]
 
@@ -109,17 +129,16 @@ def as_list(value):
 
 
 def content_parts(inp):
-    """The content items of one input: its video (a list of frame files), its images, its texts, or "NULL"."""
+    """The content items of one input: its video (a clip file), its images, its texts, or "NULL"."""
     texts = as_list(inp.get("text"))
     images = as_list(inp.get("image"))
     videos = [inp["video"]] if inp.get("video") else []
     if not texts and not images and not videos:
         return [{"type": "text", "text": "NULL"}]
     parts = []
-    for frames in videos:
-        # A frame list keeps at most MAX_FRAMES frames (evenly spaced); only total_pixels goes with it.
-        assert len(frames) <= MAX_FRAMES
-        parts.append({"type": "video", "video": [image_path(f) for f in frames], "total_pixels": MAX_TOTAL_PIXELS})
+    for name in videos:
+        # A video file: fps and max_frames go with it (the official default fps is 1).
+        parts.append({"type": "video", "video": "file://" + str(VIDEOS / name), "fps": 1, "max_frames": MAX_FRAMES})
     for name in images:
         parts.append({"type": "image", "image": image_path(name), "min_pixels": MIN_PIXELS, "max_pixels": MAX_PIXELS})
     for text in texts:
