@@ -13,6 +13,7 @@
 #include "engine/generate.h"
 #include "engine/retrieval.h"
 #include "io/image.h"
+#include "model/gguf_export.h"
 #include "model/model.h"
 #include "model/model_kind.h"
 #include "model/video_processor.h"
@@ -225,6 +226,22 @@ TEST(Retrieval, KindIsReadFromTheCheckpoint) {
   EXPECT_EQ(reranker_model().kind(), ModelKind::kReranker);
   EXPECT_EQ(reranker_model().rerank_row().size(), static_cast<size_t>(reranker_model().config().text.hidden_size));
   EXPECT_TRUE(embedding_model().rerank_row().empty());
+}
+
+// A retrieval model written as GGUF keeps its kind (in general.name), whatever its directory is called.
+TEST(Retrieval, AGgufOfARetrievalModelLoadsAsItsKind) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("qvl-test-gguf-" + std::to_string(::getpid()));
+  auto m = Model::load(test::tiny_retrieval_model_dir("reranker"), WeightTypes{});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  auto path = write_gguf_model(**m, WeightTypes{}, dir.string(), "plain-name");
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  auto g = Model::load(*path);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ((*g)->kind(), ModelKind::kReranker);
+  EXPECT_EQ((*g)->rerank_row().size(), reranker_model().rerank_row().size());
+  std::error_code ec;
+  fs::remove_all(dir, ec);
 }
 
 // make-test-model's retrieval presets write the tiny weights with the card that names the kind.

@@ -139,7 +139,11 @@ Result<std::string> write_gguf_model(const Model& model, const GgufWriteTypes& t
   GgufWriter text;
   text.add_string("general.architecture", "qwen3vl");
   text.add_string("general.type", "model");
-  text.add_string("general.name", name);
+  // A retrieval model's kind travels in its name, where the loader (and llama.cpp's converter) look for it.
+  std::string kind_name = name;
+  if (model.kind() != ModelKind::kChat && detect_model_kind("", "", name) != model.kind())
+    kind_name = std::string(model.kind() == ModelKind::kEmbedding ? "Qwen3-VL-Embedding " : "Qwen3-VL-Reranker ") + name;
+  text.add_string("general.name", kind_name);
   text.add_u32("qwen3vl.block_count", static_cast<uint32_t>(c.text.num_hidden_layers));
   text.add_u32("qwen3vl.context_length", static_cast<uint32_t>(c.text.max_position_embeddings));
   text.add_u32("qwen3vl.embedding_length", static_cast<uint32_t>(c.text.hidden_size));

@@ -20,6 +20,7 @@ import pytest
 
 from conftest import _binary, _free_port, _model_files, get_json, scaled
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 HIDDEN = 128  # the tiny presets' hidden size: the embedding's length
 
 
@@ -361,3 +362,53 @@ def test_bad_embedding_bodies_say_which_field(embedder, body):
 def test_bad_rerank_bodies_are_refused(reranker, body):
     status, r = post(reranker + "/v1/rerank", body)
     assert status == 400 and r["error"]["message"], r
+
+
+# --- qvl embed: the command line gives the server's vectors ------------------------------------------------
+@pytest.fixture(scope="module")
+def embedding_dir(tmp_path_factory):
+    return make_model(tmp_path_factory, "tiny-embedding")
+
+
+def test_qvl_embed_gives_the_servers_vectors(embedding_dir, embedder, tmp_path):
+    image = ROOT / "tests" / "data" / "images" / "png_rgb8_256x256.png"
+    lines = tmp_path / "inputs.jsonl"
+    lines.write_text(json.dumps("a red bicycle") + "\n" +
+                     json.dumps({"text": "a caption", "image": str(image), "instruction": "Find pictures"}) + "\n")
+    run = subprocess.run([str(_binary()), "embed", "--model", str(embedding_dir), "--input-file", str(lines),
+                          "--dimensions", "64", "--threads", "1"], capture_output=True, text=True, timeout=scaled(120))
+    assert run.returncode == 0, run.stderr
+    assert "embed: 2 / 2 inputs" in run.stderr
+    got = [json.loads(line) for line in run.stdout.splitlines()]
+    assert [g["index"] for g in got] == [0, 1]
+    image_uri = "data:image/png;base64," + base64.b64encode(image.read_bytes()).decode()
+    want = embed(embedder, ["a red bicycle", {"text": "a caption", "image": image_uri, "instruction": "Find pictures"}],
+                 dimensions=64)
+    for g, w in zip(got, want):
+        assert close(g["embedding"], w, 1e-6)
+    # A folder of images to a float32 .npy matrix.
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for name in ("png_rgb8_256x256.png", "jpeg_progressive_256x256.jpg"):
+        (folder / name).write_bytes((ROOT / "tests" / "data" / "images" / name).read_bytes())
+    out = tmp_path / "vectors.npy"
+    run = subprocess.run([str(_binary()), "embed", "--model", str(embedding_dir), "--images-dir", str(folder),
+                          "--output", str(out), "--threads", "1"], capture_output=True, text=True, timeout=scaled(120))
+    assert run.returncode == 0, run.stderr
+    data = out.read_bytes()
+    header_len = int.from_bytes(data[8:10], "little")
+    header = data[10:10 + header_len].decode()
+    assert "'descr': '<f4'" in header and "'shape':(2,128)" in header.replace(' ', ''), header
+    matrix = struct.unpack(f"<{2 * HIDDEN}f", data[10 + header_len:])
+    first = embed(embedder, [{"image": "data:image/jpeg;base64," +
+                               base64.b64encode((folder / "jpeg_progressive_256x256.jpg").read_bytes()).decode()}])[0]
+    assert close(list(matrix[:HIDDEN]), first, 1e-6)  # sorted by name: the JPEG first
+
+
+def test_run_and_embed_refuse_the_wrong_kind(embedding_dir):
+    run = subprocess.run([str(_binary()), "run", "--model", str(embedding_dir), "-p", "hi"], capture_output=True,
+                         text=True, timeout=scaled(120))
+    assert run.returncode != 0 and "embedding model" in run.stderr and "qvl embed" in run.stderr, run.stderr
+    run = subprocess.run([str(_binary()), "embed", "--model", str(embedding_dir)], capture_output=True, text=True,
+                         timeout=scaled(60))
+    assert run.returncode != 0 and "nothing to embed" in run.stderr, run.stderr
