@@ -153,6 +153,29 @@ TEST_F(RetrievalServerTest, AWrongKindOfModelIsA400ThatSaysWhatIsLoaded) {
   EXPECT_NE(big.body.find("context_length_exceeded"), std::string::npos);
 }
 
+// A request of more inputs than the queue holds waits for its own passes instead of failing halfway; the
+// request's instruction is checked once; URLs are counted across the request.
+TEST_F(RetrievalServerTest, ARequestLargerThanTheQueueWaitsForItsOwnPasses) {
+  const std::string dir = tiny_retrieval_model_dir("embedding");
+  server::ServerOptions o = test_options();
+  o.parallel = 1;
+  o.queue = 0;
+  start(o, [dir] { return Model::load(dir); });
+  const Reply r = post("/v1/embeddings", json{{"input", {"one", "two", "three", "four"}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json_body()["data"].size(), 4u);
+  std::string lots;
+  for (int i = 0; i < 9000; ++i) lots += " word";
+  const Reply big = post("/v1/embeddings", json{{"input", {"a", "b"}}, {"instruction", lots}});
+  EXPECT_EQ(big.status, 400);
+  EXPECT_NE(big.body.find("instruction: "), std::string::npos) << big.body.substr(0, 300);
+  json many = json::array();
+  for (int i = 0; i < 9; ++i) many.push_back(json{{"image", "http://127.0.0.1:9/x" + std::to_string(i) + ".png"}});
+  const Reply urls = post("/v1/embeddings", json{{"input", many}});
+  EXPECT_EQ(urls.status, 400);
+  EXPECT_NE(urls.body.find("too_many_urls"), std::string::npos) << urls.body;
+}
+
 TEST_F(RetrievalServerTest, AChatModelRefusesEmbeddings) {
   start();
   const Reply r = post("/v1/embeddings", json{{"input", "x"}});

@@ -245,12 +245,14 @@ int cmd_embed(const Args& args) {
       auto r = make_request(specs[next]);
       if (!r.ok()) return fail(cmd, r.status().message());
       auto s = scheduler.submit(std::move(*r));
-      if (s.error != SubmitError::kNone) {
-        if (inflight.empty()) return fail(cmd, "the input could not be queued");
-      } else {
+      if (s.error == SubmitError::kNone) {
         inflight.emplace_back(next++, std::move(s.job));
         continue;
       }
+      // The queue holds --batch inputs besides the running ones; full, the next one waits for the oldest.
+      if (s.error != SubmitError::kQueueFull || inflight.empty())
+        return fail(cmd, specs[next].where + ": could not be queued (" +
+                             (s.error == SubmitError::kQueueFull ? "queue full" : "the engine is stopping") + ")");
     }
     auto [i, job] = inflight.front();
     inflight.pop_front();
@@ -285,9 +287,11 @@ int cmd_embed(const Args& args) {
   }
   for (size_t i = 0; i < vectors.size(); ++i) {
     const json line = {{"index", i}, {"input", specs[i].where}, {"embedding", vectors[i]}};
-    std::fputs((line.dump() + "\n").c_str(), out);
+    // A file name need not be UTF-8: its bytes are replaced, not thrown on.
+    std::fputs((line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n").c_str(), out);
   }
-  if (out != stdout && std::fclose(out) != 0) return fail(cmd, output + ": write failed");
+  if (std::ferror(out) || (out != stdout && std::fclose(out) != 0) || (out == stdout && std::fflush(stdout) != 0))
+    return fail(cmd, (output.empty() ? std::string("stdout") : output) + ": write failed");
   return 0;
 }
 

@@ -177,37 +177,38 @@ FloatTaps compute_float_taps(int in_size, int out_size) {
 ImageRGB resize_bicubic_antialias_float(const ImageRGB& src, int out_width, int out_height) {
   QVL_CHECK(out_width > 0 && out_height > 0 && src.width > 0 && src.height > 0);
   if (out_width == src.width && out_height == src.height) return src;
-  // The image as float [H][W][3]; width pass, then height pass, both in float; then clamp and round.
+  // Width pass, then height pass, both in float (the uint8 source read in place, values cast as read: no float
+  // copy of the full-size frame); then clamp and round.
   int w = src.width, h = src.height;
-  std::vector<float> cur(src.pixels.begin(), src.pixels.end());
+  std::vector<float> cur;  // [h][w][3] after the width pass (empty: the source itself)
   if (out_width != w) {
     const FloatTaps t = compute_float_taps(w, out_width);
-    std::vector<float> next(static_cast<size_t>(out_width) * h * 3);
+    cur.resize(static_cast<size_t>(out_width) * h * 3);
     for (int y = 0; y < h; ++y) {
-      const float* row = &cur[static_cast<size_t>(y) * w * 3];
-      float* out = &next[static_cast<size_t>(y) * out_width * 3];
+      const uint8_t* row = &src.pixels[static_cast<size_t>(y) * w * 3];
+      float* out = &cur[static_cast<size_t>(y) * out_width * 3];
       for (int x = 0; x < out_width; ++x) {
         const float* k = &t.weights[static_cast<size_t>(x) * t.taps];
         for (int c = 0; c < 3; ++c) {
-          float acc = row[t.start[x] * 3 + c] * k[0];
-          for (int j = 1; j < t.size[x]; ++j) acc += row[(t.start[x] + j) * 3 + c] * k[j];
+          float acc = static_cast<float>(row[t.start[x] * 3 + c]) * k[0];
+          for (int j = 1; j < t.size[x]; ++j) acc += static_cast<float>(row[(t.start[x] + j) * 3 + c]) * k[j];
           out[x * 3 + c] = acc;
         }
       }
     }
-    cur.swap(next);
     w = out_width;
   }
+  const size_t stride = static_cast<size_t>(w) * 3;
+  auto at = [&](size_t i) { return cur.empty() ? static_cast<float>(src.pixels[i]) : cur[i]; };
   if (out_height != h) {
     const FloatTaps t = compute_float_taps(h, out_height);
-    const size_t stride = static_cast<size_t>(w) * 3;
     std::vector<float> next(stride * out_height);
     for (int y = 0; y < out_height; ++y) {
       const float* k = &t.weights[static_cast<size_t>(y) * t.taps];
       float* out = &next[static_cast<size_t>(y) * stride];
       for (size_t i = 0; i < stride; ++i) {
-        float acc = cur[static_cast<size_t>(t.start[y]) * stride + i] * k[0];
-        for (int j = 1; j < t.size[y]; ++j) acc += cur[static_cast<size_t>(t.start[y] + j) * stride + i] * k[j];
+        float acc = at(static_cast<size_t>(t.start[y]) * stride + i) * k[0];
+        for (int j = 1; j < t.size[y]; ++j) acc += at(static_cast<size_t>(t.start[y] + j) * stride + i) * k[j];
         out[i] = acc;
       }
     }

@@ -47,7 +47,8 @@ Status write_converted_model(const Model& model, const std::string& out_dir) {
   }
   QVL_RETURN_IF_ERROR(write_safetensors((fs::path(out_dir) / "model.safetensors").string(), tensors, metadata));
   for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.json",
-                        "generation_config.json", "preprocessor_config.json", "video_preprocessor_config.json"}) {
+                        "generation_config.json", "preprocessor_config.json", "video_preprocessor_config.json",
+                        "README.md"}) {  // the model card: it names an embedding or reranker model (model_kind.h)
     const fs::path src = fs::path(model.dir()) / f;
     if (!fs::exists(src)) continue;
     fs::copy_file(src, fs::path(out_dir) / f, fs::copy_options::overwrite_existing, ec);

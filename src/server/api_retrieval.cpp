@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <functional>
 
 #include "engine/retrieval.h"
 #include "server/api.h"
@@ -16,13 +17,49 @@ namespace qvl::server {
 
 namespace {
 
-// One pooled pass: its conversation and its images and videos in prompt order.
-struct Pass {
-  std::vector<ChatMessage> messages;
-  std::vector<std::pair<std::string, std::string>> images;
-  std::vector<VideoRef> videos;
-  std::string where;  // "input[3]", "documents[2]"
-};
+// Whether a reference is an http(s) URL (fetched, so counted against the request's URL allowance).
+bool is_url(std::string_view r) {
+  const size_t at = r.find_first_not_of(" \t\r\n");
+  if (at == std::string_view::npos) return false;
+  r.remove_prefix(at);
+  auto starts = [&](std::string_view p) {
+    if (r.size() < p.size()) return false;
+    for (size_t i = 0; i < p.size(); ++i)
+      if (std::tolower(static_cast<unsigned char>(r[i])) != p[i]) return false;
+    return true;
+  };
+  return starts("http://") || starts("https://");
+}
+
+size_t count_urls(const RetrievalItem& item) {
+  size_t n = 0;
+  for (const auto& [ref, where] : item.images) n += is_url(ref);
+  for (const VideoRef& v : item.videos) n += is_url(v.ref);
+  return n;
+}
+
+std::optional<ApiError> check_urls(size_t urls) {
+  if (urls <= kMaxUrlsPerRequest) return std::nullopt;
+  return ApiError{400, "the request names " + std::to_string(urls) + " image and video URLs; at most " +
+                           std::to_string(kMaxUrlsPerRequest) + " are fetched per request (send the others inline)",
+                  "too_many_urls"};
+}
+
+// The tokens of an input's texts (a lower bound of what they add to a prompt: BPE across the template's
+// boundaries may merge a token or two), one token per image and video.
+int64_t item_tokens(const Tokenizer& tok, const RetrievalInput& in) {
+  int64_t n = static_cast<int64_t>(in.images + in.videos);
+  for (const std::string& t : in.texts) n += static_cast<int64_t>(tok.encode(t).size());
+  return n;
+}
+
+std::optional<ApiError> over_context(const std::string& where, int64_t n, int64_t context) {
+  if (n <= context) return std::nullopt;
+  return ApiError{400, where + ": " + std::to_string(n) + " tokens of text, over the model's context of " +
+                           std::to_string(context) + " tokens (inputs are refused, not truncated); shorten it or split "
+                           "it into several inputs",
+                  "context_length_exceeded", where};
+}
 
 struct PassResults {
   std::vector<std::vector<float>> hidden;  // [passes][hidden]
@@ -30,39 +67,22 @@ struct PassResults {
   double ms = 0;
 };
 
-// Every pass's text within the context before any image is decoded: the rendered prompt's tokens (each image
-// and video one token here) are a lower bound of its length.
-std::optional<ApiError> check_text_lengths(const ApiContext& ctx, const std::vector<Pass>& passes,
-                                           const GenerateOptions& options) {
-  const Tokenizer& tok = ctx.scheduler.model()->tokenizer();
-  for (const Pass& p : passes) {
-    const RenderedChat chat = render_chat_with_spans(p.messages, options.chat);
-    const int64_t n = static_cast<int64_t>(tok.encode_prompt(chat.text, chat.user_spans).size());
-    if (n > options.context)
-      return ApiError{400, p.where + ": " + std::to_string(n) + " tokens of text, over the model's context of " +
-                               std::to_string(options.context) + " tokens (inputs are refused, not truncated); "
-                               "shorten it or split it into several inputs",
-                      "context_length_exceeded", p.where};
-  }
-  return std::nullopt;
-}
-
-// Runs the passes, at most slots + 1 of them queued at a time; a client that goes away cancels the rest.
-std::optional<ApiError> run_passes(ApiContext& ctx, const http::Request& req, std::vector<Pass>& passes,
-                                   const GenerateOptions& options, PassResults& out) {
+// Runs n pooled passes, each built by `build` only when it is queued (its images decoded then), at most
+// min(slots + 1, slots + queue) of them queued at a time; a full queue (other clients) waits for this request's
+// oldest pass and tries again. A client that goes away, or the request's deadline, cancels the rest.
+std::optional<ApiError> run_passes(ApiContext& ctx, const http::Request& req, size_t n,
+                                   const std::function<std::optional<ApiError>(size_t, InferenceRequest&)>& build,
+                                   std::chrono::steady_clock::time_point deadline, PassResults& out) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (auto e = check_text_lengths(ctx, passes, options)) return e;
-  out.hidden.assign(passes.size(), {});
+  out.hidden.assign(n, {});
   std::deque<std::pair<size_t, std::shared_ptr<Job>>> inflight;
   auto cancel_all = [&] {
     for (auto& [i, job] : inflight) job->cancel();
   };
-  // --timeout bounds the whole request (every pass), from its arrival.
-  const auto deadline = request_deadline(ctx);
   auto past_deadline = [&]() -> std::optional<ApiError> {
     if (ctx.options.timeout_s <= 0 || std::chrono::steady_clock::now() < deadline) return std::nullopt;
     return ApiError{504, "the request took longer than the server's --timeout of " +
-                             std::to_string(static_cast<int>(ctx.options.timeout_s)) + " s (" + std::to_string(passes.size()) +
+                             std::to_string(static_cast<int>(ctx.options.timeout_s)) + " s (" + std::to_string(n) +
                              " inputs); send fewer inputs a request", "timeout"};
   };
   // Waits for the oldest pass in flight.
@@ -72,11 +92,7 @@ std::optional<ApiError> run_passes(ApiContext& ctx, const http::Request& req, st
     for (;;) {
       JobUpdate u = job->wait(std::chrono::milliseconds(100));
       if (u.finished) {
-        if (u.error != JobError::kNone) {
-          ApiError e = job_error(u);
-          e.message = passes[i].where + ": " + e.message;
-          return e;
-        }
+        if (u.error != JobError::kNone) return job_error(u);
         out.hidden[i] = std::move(u.result.hidden);
         out.prompt_tokens += u.result.timings.prompt_tokens;
         return std::nullopt;
@@ -91,28 +107,27 @@ std::optional<ApiError> run_passes(ApiContext& ctx, const http::Request& req, st
       }
     }
   };
-  const size_t window = static_cast<size_t>(std::max(1, ctx.scheduler.slots())) + 1;
-  for (size_t next = 0; next < passes.size() || !inflight.empty();) {
-    if (auto e = past_deadline()) {
-      cancel_all();
-      return e;
-    }
-    if (next < passes.size() && inflight.size() < window) {
-      Pass& p = passes[next];
+  const int slots = std::max(1, ctx.scheduler.slots());
+  const size_t window = static_cast<size_t>(std::max(1, std::min(slots + 1, slots + ctx.options.queue)));
+  for (size_t next = 0; next < n || !inflight.empty();) {
+    std::optional<ApiError> e = past_deadline();
+    if (!e && next < n && inflight.size() < window) {
       InferenceRequest ir;
-      if (auto e = make_inference_request(ctx, p.images, std::move(p.messages), options, ir, {}, p.videos)) {
-        cancel_all();
-        return e;
+      e = build(next, ir);
+      if (!e) {
+        Scheduler::Submitted s = ctx.scheduler.submit(std::move(ir));
+        if (s.error == SubmitError::kNone) {
+          inflight.emplace_back(next++, std::move(s.job));
+          continue;
+        }
+        // Other clients filled the queue: wait for one of ours, then build this pass again.
+        if (s.error != SubmitError::kQueueFull || inflight.empty()) e = submit_error(s.error, ctx);
       }
-      Scheduler::Submitted s = ctx.scheduler.submit(std::move(ir));
-      if (s.error != SubmitError::kNone) {
-        cancel_all();
-        return submit_error(s.error, ctx);
-      }
-      inflight.emplace_back(next++, std::move(s.job));
-      continue;
+      // A full queue seen before the images decode (check_queue_room) is the same case.
+      if (e && e->status == 503 && e->code == "queue_full" && !inflight.empty()) e.reset();
     }
-    if (auto e = finish_one()) {
+    if (!e && !inflight.empty()) e = finish_one();
+    if (e) {
       cancel_all();
       return e;
     }
@@ -121,31 +136,41 @@ std::optional<ApiError> run_passes(ApiContext& ctx, const http::Request& req, st
   return std::nullopt;
 }
 
-std::vector<Pass> embedding_passes(std::vector<RetrievalItem>& items) {
-  std::vector<Pass> passes;
-  for (size_t i = 0; i < items.size(); ++i) {
-    Pass p;
-    p.messages = embedding_messages(items[i].input);
-    p.images = std::move(items[i].images);
-    p.videos = std::move(items[i].videos);
-    p.where = "input[" + std::to_string(i) + "]";
-    passes.push_back(std::move(p));
-  }
-  return passes;
-}
-
 // The vectors of an embeddings request (Matryoshka-truncated where asked).
 std::optional<ApiError> embed(ApiContext& ctx, const http::Request& req, EmbeddingsRequest& r,
-                              std::vector<std::vector<float>>& vectors, PassResults& results) {
+                              std::chrono::steady_clock::time_point deadline, std::vector<std::vector<float>>& vectors,
+                              PassResults& results) {
   const Model& model = *ctx.scheduler.model();
   if (r.dimensions > model.config().text.hidden_size)
     return ApiError{400, "dimensions: " + std::to_string(r.dimensions) + " is more than the model's " +
                              std::to_string(model.config().text.hidden_size) + "; give 1 to " +
                              std::to_string(model.config().text.hidden_size),
                     "invalid_value", "dimensions"};
-  std::vector<Pass> passes = embedding_passes(r.inputs);
   const GenerateOptions options = retrieval_options(model, ctx.defaults.image.max_pixels);
-  if (auto e = run_passes(ctx, req, passes, options, results)) return e;
+  // Before any image is decoded: URLs across the request, and each input's text within the context.
+  size_t urls = 0;
+  for (const RetrievalItem& item : r.inputs) urls += count_urls(item);
+  if (auto e = check_urls(urls)) return e;
+  // The template's own tokens: the prompt of an empty input less its default instruction and its "NULL".
+  const Tokenizer& tok = model.tokenizer();
+  auto tokens = [&](const std::string& t) { return static_cast<int64_t>(tok.encode(t).size()); };
+  const int64_t fixed = static_cast<int64_t>(tok.encode_prompt(render_chat(embedding_messages({}), options.chat), {}).size()) -
+                        tokens(kDefaultEmbedInstruction) - tokens("NULL");
+  const int64_t request_instruction = tokens(embedding_instruction(r.instruction));  // counted once
+  if (auto e = over_context("instruction", fixed + request_instruction, options.context)) return e;
+  for (size_t i = 0; i < r.inputs.size(); ++i) {
+    const RetrievalInput& in = r.inputs[i].input;
+    const int64_t instruction = in.instruction.empty() ? request_instruction : tokens(embedding_instruction(in.instruction));
+    const int64_t content = in.empty() ? tokens("NULL") : item_tokens(tok, in);
+    if (auto e = over_context("input[" + std::to_string(i) + "]", fixed + instruction + content, options.context)) return e;
+  }
+  auto build = [&](size_t i, InferenceRequest& ir) -> std::optional<ApiError> {
+    RetrievalItem& item = r.inputs[i];
+    RetrievalInput in = item.input;
+    if (in.instruction.empty()) in.instruction = r.instruction;
+    return make_inference_request(ctx, item.images, embedding_messages(in), options, ir, {}, item.videos);
+  };
+  if (auto e = run_passes(ctx, req, r.inputs.size(), build, deadline, results)) return e;
   for (const auto& h : results.hidden) {
     auto v = embedding_vector(h, r.dimensions);
     if (!v.ok()) return ApiError{400, v.status().message(), "invalid_value", "dimensions"};
@@ -165,6 +190,7 @@ std::string base64_floats(const std::vector<float>& v) {
 }
 
 void openai_embeddings(ApiContext& ctx, const http::Request& req, http::Response& res) {
+  const auto deadline = request_deadline(ctx);  // --timeout counts from the request's arrival
   auto fail = [&](const ApiError& e) { send_error(res, ApiFamily::kOpenAI, e); };
   if (auto e = check_ready(ctx, ModelKind::kEmbedding)) return fail(*e);
   auto body = parse_json_body(req);
@@ -173,7 +199,7 @@ void openai_embeddings(ApiContext& ctx, const http::Request& req, http::Response
   if (!parsed.ok()) return fail({400, parsed.status().message(), "invalid_request"});
   std::vector<std::vector<float>> vectors;
   PassResults results;
-  if (auto e = embed(ctx, req, *parsed, vectors, results)) return fail(*e);
+  if (auto e = embed(ctx, req, *parsed, deadline, vectors, results)) return fail(*e);
   json data = json::array();
   for (size_t i = 0; i < vectors.size(); ++i) {
     json item = {{"object", "embedding"}, {"index", i}};
@@ -185,6 +211,7 @@ void openai_embeddings(ApiContext& ctx, const http::Request& req, http::Response
 }
 
 void ollama_embed(ApiContext& ctx, const http::Request& req, http::Response& res) {
+  const auto deadline = request_deadline(ctx);
   auto fail = [&](const ApiError& e) { send_error(res, ApiFamily::kOllama, e); };
   if (auto e = check_ready(ctx, ModelKind::kEmbedding)) return fail(*e);
   auto body = parse_json_body(req);
@@ -193,7 +220,7 @@ void ollama_embed(ApiContext& ctx, const http::Request& req, http::Response& res
   if (!parsed.ok()) return fail({400, parsed.status().message()});
   std::vector<std::vector<float>> vectors;
   PassResults results;
-  if (auto e = embed(ctx, req, *parsed, vectors, results)) return fail(*e);
+  if (auto e = embed(ctx, req, *parsed, deadline, vectors, results)) return fail(*e);
   const auto ns = [](double ms) { return static_cast<int64_t>(ms * 1e6); };
   send_json(res, 200, json{{"model", parsed->model.empty() ? ctx.options.model_id : parsed->model},
                            {"embeddings", vectors},
@@ -203,6 +230,7 @@ void ollama_embed(ApiContext& ctx, const http::Request& req, http::Response& res
 }
 
 void rerank(ApiContext& ctx, const http::Request& req, http::Response& res) {
+  const auto deadline = request_deadline(ctx);
   auto fail = [&](const ApiError& e) { send_error(res, ApiFamily::kOpenAI, e); };
   if (auto e = check_ready(ctx, ModelKind::kReranker)) return fail(*e);
   auto body = parse_json_body(req);
@@ -211,21 +239,46 @@ void rerank(ApiContext& ctx, const http::Request& req, http::Response& res) {
   if (!parsed.ok()) return fail({400, parsed.status().message(), "invalid_request"});
   RerankRequest& r = *parsed;
   const Model& model = *ctx.scheduler.model();
-  std::vector<Pass> passes;
-  for (size_t i = 0; i < r.documents.size(); ++i) {
-    Pass p;
-    p.messages = rerank_messages(r.query.input, r.documents[i].input, r.instruction);
-    // In prompt order: the query's videos and images, then the document's.
-    p.images = r.query.images;
-    p.images.insert(p.images.end(), r.documents[i].images.begin(), r.documents[i].images.end());
-    p.videos = r.query.videos;
-    p.videos.insert(p.videos.end(), r.documents[i].videos.begin(), r.documents[i].videos.end());
-    p.where = "documents[" + std::to_string(i) + "]";
-    passes.push_back(std::move(p));
-  }
   const GenerateOptions options = retrieval_options(model, ctx.defaults.image.max_pixels);
+  // Before any image is decoded: URLs (the query's fetched once), the query with the instruction, then each
+  // document beside it, within the context.
+  size_t urls = count_urls(r.query);
+  for (const RetrievalItem& d : r.documents) urls += count_urls(d);
+  if (auto e = check_urls(urls)) return fail(*e);
+  const Tokenizer& tok = model.tokenizer();
+  const RetrievalInput nothing;
+  // The pair's prompt with an empty document, less that document's "NULL".
+  const int64_t query = static_cast<int64_t>(
+      tok.encode_prompt(render_chat(rerank_messages(r.query.input, nothing, r.instruction), options.chat), {}).size()) -
+      static_cast<int64_t>(tok.encode("NULL").size());
+  if (auto e = over_context("query", query, options.context)) return fail(*e);
+  for (size_t i = 0; i < r.documents.size(); ++i)
+    if (auto e = over_context("documents[" + std::to_string(i) + "]",
+                              query + (r.documents[i].input.empty() ? 1 : item_tokens(tok, r.documents[i].input)),
+                              options.context))
+      return fail(*e);
+  // The query's images and videos, read once for every pair (their tokens are the same in each).
+  InferenceRequest q;
+  if (!r.query.images.empty() || !r.query.videos.empty())
+    if (auto e = make_inference_request(ctx, r.query.images, {}, options, q, {}, r.query.videos)) return fail(*e);
+  auto build = [&](size_t i, InferenceRequest& ir) -> std::optional<ApiError> {
+    const RetrievalItem& d = r.documents[i];
+    if (auto e = make_inference_request(ctx, d.images, rerank_messages(r.query.input, d.input, r.instruction), options,
+                                        ir, {}, d.videos)) {
+      e->message = "documents[" + std::to_string(i) + "]: " + e->message;
+      return e;
+    }
+    // In prompt order: the query's videos and images, then the document's (and each image's size options).
+    std::vector<PreprocessOptions> per = q.options.per_image;
+    per.resize(q.images.size());
+    per.insert(per.end(), ir.options.per_image.begin(), ir.options.per_image.end());
+    ir.options.per_image = std::move(per);
+    ir.images.insert(ir.images.begin(), q.images.begin(), q.images.end());
+    ir.videos.insert(ir.videos.begin(), q.videos.begin(), q.videos.end());
+    return std::nullopt;
+  };
   PassResults results;
-  if (auto e = run_passes(ctx, req, passes, options, results)) return fail(*e);
+  if (auto e = run_passes(ctx, req, r.documents.size(), build, deadline, results)) return fail(*e);
   std::vector<std::pair<double, size_t>> scored;
   for (size_t i = 0; i < results.hidden.size(); ++i) scored.emplace_back(rerank_score(model, results.hidden[i]), i);
   std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first > b.first; });

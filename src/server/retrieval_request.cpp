@@ -136,11 +136,8 @@ Result<EmbeddingsRequest> parse_embeddings_request(const json& body) {
   EmbeddingsRequest r;
   QVL_RETURN_IF_ERROR(read_optional_string(body, "model", r.model));
   QVL_RETURN_IF_ERROR(read_inputs(body, r));
-  std::string instruction;
-  QVL_RETURN_IF_ERROR(read_optional_string(body, "instruction", instruction));
-  if (!instruction.empty())
-    for (RetrievalItem& item : r.inputs)
-      if (item.input.instruction.empty()) item.input.instruction = instruction;
+  // Kept once (not copied into every input: 2,048 copies of a long instruction would multiply the body).
+  QVL_RETURN_IF_ERROR(read_optional_string(body, "instruction", r.instruction));
   QVL_RETURN_IF_ERROR(read_dimensions(body, r.dimensions));
   std::string format = "float";
   QVL_RETURN_IF_ERROR(read_optional_string(body, "encoding_format", format));

@@ -31,6 +31,7 @@ inline constexpr size_t kMaxItemParts = 64;          // texts, images or videos 
 struct EmbeddingsRequest {
   std::string model;
   std::vector<RetrievalItem> inputs;
+  std::string instruction;  // the request's "instruction": inputs without their own take it
   int64_t dimensions = 0;  // 0: all (else Matryoshka truncation to this many, renormalised)
   bool base64 = false;     // encoding_format "base64": little-endian float32 bytes, base64
 };
