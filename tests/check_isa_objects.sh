@@ -9,7 +9,7 @@ bad=0
 checked=0
 for obj in "$@"; do
   case "$(basename "$obj")" in
-    x86_avx2.cpp.o | x86_avxvnni.cpp.o | x86_avx512vnni.cpp.o | x86_amx.cpp.o | arm64_neon.cpp.o) ;;
+    x86_avx2.cpp.o | x86_avxvnni.cpp.o | x86_avx512vnni.cpp.o | x86_avx512bf16.cpp.o | x86_amx.cpp.o | arm64_neon.cpp.o) ;;
     *) continue ;;
   esac
   symbols=$(nm -C "$obj") || { echo "nm cannot read $obj"; exit 1; }
@@ -17,7 +17,7 @@ for obj in "$@"; do
   # Weak code (W) is what the linker may take from any object; weak data (V: typeinfo, guard variables)
   # and unique globals (u) run nothing.
   hits=$(echo "$symbols" | awk '$2 == "W" { $1 = ""; $2 = ""; sub(/^  /, ""); print }' |
-         grep -vE '\bqvl::(avx2|avxvnni|avx512vnni|amx|neon)::' || true)
+         grep -vE '\bqvl::(avx2|avxvnni|avx512vnni|avx512bf16|amx|neon)::' || true)
   if [ -n "$hits" ]; then
     echo "$(basename "$obj") emits functions another file could take, compiled for its instruction set:"
     echo "$hits" | head -20

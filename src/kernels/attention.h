@@ -3,9 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "util/thread_pool.h"
+
 namespace qvl {
+
+struct KernelTable;
 
 struct AttentionScratch {
   std::vector<float> scores;  // [kQueryBlock, n_kv rounded up to whole panels]
@@ -21,5 +26,51 @@ struct AttentionScratch {
 void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int64_t ldk, const float* v, int64_t ldv,
                     int64_t n_kv, int64_t head_dim, float scale, int64_t causal_offset, float* out, int64_t ldo,
                     AttentionScratch& scratch, bool row_invariant = false);
+
+// ---- Many queries against the same keys: the vision tower's bidirectional attention -------------------
+
+// The arithmetic of the vision tower's attention (--vision-attention): kF32 exact to float32 rounding;
+// kBF16 rounds q, k, the probabilities and v to bfloat16 and multiplies them with vdpbf16ps (float32 sums),
+// where the kernel table has the tile (AVX512_BF16), else it runs as kF32.
+enum class AttentionPrecision { kF32, kBF16 };
+const char* attention_precision_name(AttentionPrecision p);
+// "f32" or "bf16"; false for anything else.
+bool parse_attention_precision(const std::string& text, AttentionPrecision* out);
+// What a request for p runs as with the kernel table in use (kBF16 without the tile: kF32); table: null for
+// kernels().
+AttentionPrecision effective_attention_precision(AttentionPrecision p, const KernelTable* table = nullptr);
+
+// One pool thread's blocks: a query block's scores (then probabilities) and its running output.
+struct FlashThreadScratch {
+  std::vector<float> s;       // [q_block, kv_block]: q · kᵀ, then exp(scores - running max)
+  std::vector<float> o;       // [q_block, head_dim]: the running output (not yet divided by the sum)
+  std::vector<float> pv;      // [q_block, head_dim]: one key block's P · v
+  std::vector<float> m, l;    // [q_block]: running max (scaled) and running sum of exponentials
+  std::vector<float> qf;      // f32: [q_block, head_dim] the query rows, packed
+  std::vector<uint16_t> qb;   // bf16: [q_block, head_dim] the query rows
+  std::vector<uint16_t> pb;   // bf16: [q_block, kv_block] the probabilities
+  std::vector<uint16_t> row;  // bf16: [head_dim] one key or value row converted (packing)
+};
+
+// Every head's keys and values packed as the tiles read them, and the threads' blocks.
+struct FlashScratch {
+  std::vector<float> kt;      // f32: [heads][panels][head_dim][cols] kᵀ in panels of the table's nn_cols keys
+  std::vector<float> v;       // f32: [heads][n][head_dim]
+  std::vector<uint16_t> kt2;  // bf16: [heads][panels][head_dim / 2][cols][2] kᵀ in pairs along head_dim
+  std::vector<uint16_t> v2;   // bf16: [heads][ceil(n / 2)][head_dim][2] v in pairs of consecutive keys
+  std::vector<FlashThreadScratch> threads;  // [pool threads]
+  size_t bytes() const;
+};
+
+// out[i] (head h's head_dim values at out + i * ldo + h * head_dim) = softmax(q_h[i] · k_hᵀ * scale) · v_h for
+// i < n, every head h < heads, where head h's row i of q, k and v is at q / k / v + i * ld + h * head_dim:
+// blocked online-softmax ("flash") attention that never holds more than a q_block x kv_block block of
+// scores, in tasks of one head's q_block query rows handed to the pool's threads as they come free.
+// q_block / kv_block: 0 takes tile_choice()'s; a q_block must be a multiple of 6, a kv_block of 64. A row's
+// result depends only on its own query and the blocking, not on the thread count; with nn_rows <= n <=
+// kv_block (one block) it is attention_head's bit for bit. table: the kernels to use (tests; null: kernels()).
+void attention_multihead(ThreadPool& pool, const float* q, const float* k, const float* v, int64_t ld, int64_t n,
+                         int heads, int64_t head_dim, float scale, float* out, int64_t ldo, AttentionPrecision precision,
+                         FlashScratch& scratch, int q_block = 0, int kv_block = 0, const KernelTable* table = nullptr);
 
 }  // namespace qvl

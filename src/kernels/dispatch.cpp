@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__)
@@ -69,6 +71,12 @@ const KernelTable* avx512vnni_kernels() {
     t.nn_rows = 6;
     t.nn_cols = 64;
     t.exp_scaled = avx512vnni::exp_scaled;
+    t.exp_scaled_from = avx512vnni::exp_scaled_from;
+    t.f32_to_bf16 = avx512vnni::f32_to_bf16;
+    if (cpu_features().avx512bf16) {
+      t.gemm_bf16_nn_tile = avx512bf16::gemm_bf16_nn_tile;
+      t.exp_scaled_from_bf16 = avx512bf16::exp_scaled_from_bf16;
+    }
     t.gemm_q8_0x16 = avx512vnni::gemm_q8_0x16;
     t.gemm_q4_0x16 = avx512vnni::gemm_q4_0x16;
     t.gemm_q8_0x32 = avx512vnni::gemm_q8_0x32;
@@ -188,7 +196,10 @@ CpuFeatures cpu_features() {
     f.avx512vl = b & (1u << 31);
     f.avx512vnni = c & (1u << 11);
   }
-  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = a & (1u << 4);
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+    f.avxvnni = a & (1u << 4);
+    f.avx512bf16 = a & (1u << 5);
+  }
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
     f.amx_tile = d & (1u << 24);
     f.amx_int8 = d & (1u << 25);
@@ -341,6 +352,126 @@ const Choice& choice() {
 }
 
 }  // namespace
+
+namespace {
+
+// The core by CPUID (leaf 0's vendor, leaf 1's family and model with their extended fields), and the
+// sizes measured on it, if any.
+struct CoreRow {
+  const char* vendor;
+  int family;
+  int model_lo, model_hi;
+  const char* name;
+  bool measured;  // the sizes below were chosen by timing on this core (BENCHMARKS.md); else derived
+  int q_block, kv_block, row_block;
+};
+const CoreRow kCores[] = {
+    {"AuthenticAMD", 0x19, 0x00, 0x0F, "AMD Zen 3", false, 0, 0, 0},
+    {"AuthenticAMD", 0x19, 0x20, 0x5F, "AMD Zen 3", false, 0, 0, 0},
+    {"AuthenticAMD", 0x19, 0x10, 0x1F, "AMD Zen 4", false, 0, 0, 0},
+    {"AuthenticAMD", 0x19, 0x60, 0xAF, "AMD Zen 4", false, 0, 0, 0},
+    {"AuthenticAMD", 0x1A, 0x00, 0xFF, "AMD Zen 5", true, 96, 1024, 128},
+    {"GenuineIntel", 6, 0x55, 0x55, "Intel Skylake-SP / Cascade Lake", false, 0, 0, 0},
+    {"GenuineIntel", 6, 0x6A, 0x6C, "Intel Ice Lake-SP", false, 0, 0, 0},
+    {"GenuineIntel", 6, 0x8F, 0x8F, "Intel Sapphire Rapids", false, 0, 0, 0},
+    {"GenuineIntel", 6, 0xCF, 0xCF, "Intel Emerald Rapids", false, 0, 0, 0},
+    {"GenuineIntel", 6, 0xAD, 0xAE, "Intel Granite Rapids", false, 0, 0, 0},
+    {"GenuineIntel", 6, 0x97, 0x9A, "Intel Alder Lake", false, 0, 0, 0},
+    {"GenuineIntel", 6, 0xB7, 0xBF, "Intel Raptor Lake", false, 0, 0, 0},
+};
+
+// Sizes for a core nobody timed, from its L2 (per core): the flash attention's score block (q_block x kv_block
+// floats) and one key block of kᵀ and v (2 x kv_block x 64 floats) within 90% of it, as the sizes measured on
+// Zen 5 (96 x 1024 in its 1 MiB) are; the GEMM row block as measured on the cores that were timed.
+void derive_from_caches(TileChoice& t) {
+  long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (l1 <= 0) l1 = 32 * 1024;
+  if (l2 <= 0) l2 = 1024 * 1024;
+  int q = 96, kv = 1024;
+  auto bytes = [&] { return 4L * q * kv + 2L * kv * 64 * 4; };
+  while (kv > 64 && bytes() > l2 * 9 / 10) kv -= 64;
+  while (q > 24 && bytes() > l2 * 9 / 10) q -= 24;
+  t.attn_q_block = q;
+  t.attn_kv_block = kv;
+  t.gemm_row_block = 128;
+  t.source = "derived from its caches (L1d " + std::to_string(l1 / 1024) + " KiB, L2 " + std::to_string(l2 / 1024) +
+             " KiB); not timed on this core";
+}
+
+TileChoice make_tile_choice() {
+  TileChoice t;
+#if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  char vendor[13] = {};
+  if (__get_cpuid(0, &a, &b, &c, &d)) {
+    std::memcpy(vendor, &b, 4);
+    std::memcpy(vendor + 4, &d, 4);
+    std::memcpy(vendor + 8, &c, 4);
+  }
+  int family = 0, model = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d)) {
+    family = static_cast<int>((a >> 8) & 0xF);
+    model = static_cast<int>((a >> 4) & 0xF);
+    if (family == 0xF) family += static_cast<int>((a >> 20) & 0xFF);
+    if (family == 0x6 || family >= 0xF) model += static_cast<int>((a >> 16) & 0xF) << 4;
+  }
+  const std::string fm = " (family " + std::to_string(family) + " model " + std::to_string(model) + ")";
+  t.core = std::string(vendor[0] ? vendor : "unknown x86-64") + fm;
+  const CoreRow* row = nullptr;
+  for (const CoreRow& r : kCores)
+    if (!std::strcmp(vendor, r.vendor) && family == r.family && model >= r.model_lo && model <= r.model_hi) row = &r;
+  if (row) t.core = row->name + fm;
+  if (row && row->measured) {
+    t.attn_q_block = row->q_block;
+    t.attn_kv_block = row->kv_block;
+    t.gemm_row_block = row->row_block;
+    t.source = "measured on this core (BENCHMARKS.md)";
+  } else {
+    derive_from_caches(t);
+  }
+#elif defined(__aarch64__)
+  t.core = "ARM64";
+  derive_from_caches(t);
+#else
+  t.core = "unknown";
+  derive_from_caches(t);
+#endif
+  if (const char* env = std::getenv("QVL_TILES"); env && *env) {
+    TileChoice forced = t;
+    if (const Status st = parse_tiles(env, forced); st.ok()) {
+      forced.source = std::string("QVL_TILES=") + env;
+      t = forced;
+    } else {
+      std::fprintf(stderr, "qvl: %s; keeping %d,%d,%d\n", st.message().c_str(), t.attn_q_block, t.attn_kv_block,
+                   t.gemm_row_block);
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+Status parse_tiles(const std::string& text, TileChoice& t) {
+  int q = 0, kv = 0, rows = 0;
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "%d,%d,%d%c", &q, &kv, &rows, &tail) != 3)
+    return Status::Error("QVL_TILES='" + text + "': expected three numbers q_block,kv_block,row_block (e.g. 96,1024,128)");
+  if (q < 6 || q > 1536 || q % 6 != 0)
+    return Status::Error("QVL_TILES: q_block " + std::to_string(q) + " must be a multiple of 6 in 6..1536");
+  if (kv < 64 || kv > 8192 || kv % 64 != 0)
+    return Status::Error("QVL_TILES: kv_block " + std::to_string(kv) + " must be a multiple of 64 in 64..8192");
+  if (rows < 4 || rows > 4096 || rows % 4 != 0)
+    return Status::Error("QVL_TILES: row_block " + std::to_string(rows) + " must be a multiple of 4 in 4..4096");
+  t.attn_q_block = q;
+  t.attn_kv_block = kv;
+  t.gemm_row_block = rows;
+  return Status::Ok();
+}
+
+const TileChoice& tile_choice() {
+  static const TileChoice t = make_tile_choice();
+  return t;
+}
 
 std::vector<std::string> kernel_table_lacks(const std::string& table, const CpuFeatures& f) {
   for (const TableSpec& t : kSpecs)

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/bf16.h"
 #include "kernels/kernels.h"
 
 namespace qvl {
@@ -34,15 +35,53 @@ void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, 
     }
 }
 
-float exp_scaled(float* x, int64_t n, float scale) {
-  float mx = -INFINITY;
+float exp_scaled_from(float* x, int64_t n, float scale, float* running_max) {
+  float mx = *running_max;
   for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i] * scale);
   float sum = 0;
   for (int64_t i = 0; i < n; ++i) {
     x[i] = std::exp(x[i] * scale - mx);
     sum += x[i];
   }
+  *running_max = mx;
   return sum;
+}
+
+float exp_scaled(float* x, int64_t n, float scale) {
+  float mx = -INFINITY;
+  return exp_scaled_from(x, n, scale, &mx);
+}
+
+void f32_to_bf16(const float* x, uint16_t* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = to_bf16(x[i]);
+}
+
+float exp_scaled_from_bf16(const float* x, int64_t n, float scale, float* running_max, uint16_t* out) {
+  float mx = *running_max;
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i] * scale);
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float e = std::exp(x[i] * scale - mx);
+    out[i] = to_bf16(e);
+    sum += e;
+  }
+  *running_max = mx;
+  return sum;
+}
+
+void gemm_bf16_nn_tile(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, int64_t kp, float* c,
+                       int64_t ldc, int mr, int nc) {
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nc; ++j) {
+      float s = 0;
+      for (int64_t t = 0; t < kp; ++t) {
+        const uint16_t* pa = a + i * lda + 2 * t;
+        const uint16_t* pb = b + t * ldb + 2 * j;
+        s += from_bf16(pa[1]) * from_bf16(pb[1]);
+        s += from_bf16(pa[0]) * from_bf16(pb[0]);
+      }
+      c[i * ldc + j] = s;
+    }
 }
 
 void gelu_tanh(float* x, int64_t n) {
@@ -280,12 +319,27 @@ const KernelTable& table() {
       .gemm_q5_kx16 = two_kgroups<BlockQ5_Kx8, gemm_q5_kx8>,
       .gemm_q6_kx16 = two_kgroups<BlockQ6_Kx8, gemm_q6_kx8>,
       // No panels (AMX only) and no four-group tiles (AVX-512 only): null.
+      .exp_scaled_from = exp_scaled_from,
+      .f32_to_bf16 = f32_to_bf16,
+      // No bf16 entries: the scalar twins below are neither faster nor exact, so bf16 attention runs in f32
+      // here (bf16_twin_kernels() has them, for the tests).
   };
   return table;
+}
+const KernelTable& bf16_twin_table() {
+  static const KernelTable t = [] {
+    KernelTable k = table();
+    k.name = "generic-bf16-twin";
+    k.gemm_bf16_nn_tile = gemm_bf16_nn_tile;
+    k.exp_scaled_from_bf16 = exp_scaled_from_bf16;
+    return k;
+  }();
+  return t;
 }
 }  // namespace
 }  // namespace generic
 
 const KernelTable& generic_kernels() { return generic::table(); }
+const KernelTable& bf16_twin_kernels() { return generic::bf16_twin_table(); }
 
 }  // namespace qvl

@@ -112,6 +112,30 @@ struct KernelTable {
                        float* y, int64_t ldy, int mr) = nullptr;
   void (*gemm_q4_0x32)(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const int32_t* xsum, int64_t nb,
                        float* y, int64_t ldy, int mr) = nullptr;
+
+  // Flash attention's online softmax step (kernels/attention.cpp): m = max(*running_max, max_j x[j] * scale),
+  // x[j] = exp(x[j] * scale - m) in place, *running_max = m; returns the sum of the new x. exp_scaled is this
+  // from a running max of -inf. Every table has it.
+  float (*exp_scaled_from)(float* x, int64_t n, float scale, float* running_max) = nullptr;
+
+  // bfloat16 (the upper 16 bits of a float32), rounded to nearest even: out[i] = bf16(x[i]); NaN stays NaN.
+  // Every table has it; bit-identical in all.
+  void (*f32_to_bf16)(const float* x, uint16_t* out, int64_t n) = nullptr;
+
+  // The bf16 panel tile (vdpbf16ps): c[i * ldc + j] = sum over kp pairs t of a[i][2t] * b[2t][j] + a[i][2t + 1] *
+  // b[2t + 1][j], for i < mr <= nn_rows, j < nc <= nn_cols. Values are bf16 (bf16.h), in pairs: row i's pair t
+  // of A at a[i * lda + 2t] and a[i * lda + 2t + 1], column j's pair t of B at b[t * ldb + 2j] and
+  // b[t * ldb + 2j + 1] (lda, ldb in values; b 4-byte aligned). Each product of two bf16 values is exact in
+  // float32 and added in float32, per pair the odd element's first (Intel's order; a CPU may round the pair's
+  // sum once, and flushes denormals: tables agree to float32 rounding, not bits). Null where the CPU has no
+  // bf16 dot product (the generic table too): --vision-attention bf16 then runs in float32. Its slow twin is
+  // in bf16_twin_kernels().
+  void (*gemm_bf16_nn_tile)(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, int64_t kp, float* c,
+                            int64_t ldc, int mr, int nc) = nullptr;
+  // bf16 attention's softmax step: exp_scaled_from's max and exponentials, written as bf16 to out[j] (x left as
+  // it was); returns the float32 sum. Rounded to nearest even (a CPU's own conversion may flush denormals).
+  // Set with gemm_bf16_nn_tile.
+  float (*exp_scaled_from_bf16)(const float* x, int64_t n, float scale, float* running_max, uint16_t* out) = nullptr;
 };
 
 // Declares one instruction set's kernel with the type of the table entry it fills: QVL_KERNEL(gemm_q8_0x8);
@@ -161,6 +185,9 @@ void two_kgroups(const Block* w, const int8_t* xq, const float* xd, const int32_
 }
 
 const KernelTable& generic_kernels();
+// Tests: the generic table with the bf16 entries' scalar twins (gemm_bf16_nn_tile, exp_scaled_from_bf16), which
+// no table in use carries (bf16 attention without a bf16 dot product runs in f32).
+const KernelTable& bf16_twin_kernels();
 // Null when the machine (CPU or OS) cannot run AVX2 + FMA + F16C.
 const KernelTable* avx2_kernels();
 // The generic table with NEON sdot integer GEMM tiles and activation quantizer (ARM64 with the dot-product
@@ -194,6 +221,20 @@ const std::string& kernels_reason();
 // command checks it before any work, so a forced table is never silently replaced.
 Status check_isa_request();
 
+// Block sizes chosen per core (microarchitecture), not per instruction set: made once from CPUID's vendor,
+// family and model (the cores measured have their own rows; any other core gets sizes derived from its
+// cache sizes), overridable with QVL_TILES=q_block,kv_block,row_block for tuning; qvl bench prints it.
+struct TileChoice {
+  std::string core;          // "AMD Zen 5 (family 26 model 2)", "Intel Sapphire Rapids (family 6 model 143)", ...
+  int attn_q_block = 96;     // flash attention: query rows per task (a multiple of 6, every table's nn_rows)
+  int attn_kv_block = 1024;  // flash attention: the most keys per block (a multiple of 64, every table's nn_cols)
+  int gemm_row_block = 128;  // integer GEMMs: activation rows multiplied with a thread's weight groups at once
+  std::string source;        // where the sizes come from: "measured on this core", "derived from ...", "QVL_TILES"
+};
+const TileChoice& tile_choice();
+// Parses QVL_TILES's value into t (the three sizes, checked); an error says what is wrong.
+Status parse_tiles(const std::string& text, TileChoice& t);
+
 // What the CPU and OS support.
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false, avxvnni = false;
@@ -203,6 +244,7 @@ struct CpuFeatures {
   bool os_amx = false;       // XCR0: the OS saves the tile configuration and data (XTILECFG, XTILEDATA)
   bool amx_palette = false;  // CPUID 0x1D: palette 1 has 8 tiles of 16 rows x 64 bytes
   bool amx_permitted = false;  // Linux granted this process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM)
+  bool avx512bf16 = false;  // AVX512_BF16: vdpbf16ps, vcvtne2ps2bf16
   bool asimd = false, asimddp = false;  // ARM64: NEON and its dot-product extension (sdot)
 };
 CpuFeatures cpu_features();

@@ -96,10 +96,9 @@ struct QuantizedRows {
   std::vector<int32_t> sum;
 };
 
-// This many activation rows are multiplied with all of a thread's weight groups before the next rows:
-// their int8 values (128 x cols bytes) stay in L2 while each group's blocks stream from L1/L2 (64 and
-// 256 measured slower on the vision and prefill shapes, bench_kernels).
-constexpr int64_t kRowBlock = 128;
+// tile_choice().gemm_row_block activation rows are multiplied with all of a thread's weight groups before
+// the next rows: their int8 values (128 x cols bytes) stay in L2 while each group's blocks stream from
+// L1/L2 (on Zen 3 and Zen 5, 64 and 256 measured slower than 128 on the vision and prefill shapes).
 
 // Fewer activation rows than this (decode, small batches) stay on the tiles, which are bound by reading
 // the weights, not by multiplies: a panel call stages its weights first and computes in 16-row tiles.
@@ -138,9 +137,10 @@ void matmul_interleaved(ThreadPool& pool, const KernelTable& K, const float* x, 
       default: return K.gemm_q6_k_panel != nullptr;
     }
   }();
+  const int64_t row_block = tile_choice().gemm_row_block;
   pool.parallel_for_dynamic(groups, chunk, [&](int, int64_t g0, int64_t g1) {
-    for (int64_t r0 = 0; r0 < n; r0 += kRowBlock) {
-      const int64_t r1 = std::min(n, r0 + kRowBlock);
+    for (int64_t r0 = 0; r0 < n; r0 += row_block) {
+      const int64_t r1 = std::min(n, r0 + row_block);
       for (int64_t g = g0; g < g1;) {
         if (has_panel && r1 - r0 >= kPanelMinRows) {
           const void* wg = w.group(g);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/bf16.h"
 #include "kernels/kernels.h"
 
 namespace qvl {
@@ -191,9 +192,9 @@ inline __m256 exp8(__m256 x) {
   return _mm256_andnot_ps(under, result);
 }
 
-float exp_scaled(float* x, int64_t n, float scale) {
+float exp_scaled_from(float* x, int64_t n, float scale, float* running_max) {
   const __m256 sv = _mm256_set1_ps(scale);
-  __m256 mv = _mm256_set1_ps(-INFINITY);
+  __m256 mv = _mm256_set1_ps(*running_max);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_mul_ps(_mm256_loadu_ps(x + i), sv));
   __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
@@ -216,7 +217,31 @@ float exp_scaled(float* x, int64_t n, float scale) {
     x[i] = t[0];
     sum += t[0];
   }
+  *running_max = mx;
   return sum;
+}
+
+float exp_scaled(float* x, int64_t n, float scale) {
+  float mx = -INFINITY;
+  return exp_scaled_from(x, n, scale, &mx);
+}
+
+// f32_to_bf16 (kernels.h) 8 values at a time in integer arithmetic (bf16.h's rounding), the tail by bf16.h.
+void f32_to_bf16(const float* x, uint16_t* out, int64_t n) {
+  const __m256i one = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7FFF), inf = _mm256_set1_epi32(0x7F800000),
+                abs = _mm256_set1_epi32(0x7FFFFFFF), quiet = _mm256_set1_epi32(0x40);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(x + i));
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);  // |u| fits int32: signed compare is right
+    const __m256i rounded =
+        _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(half, _mm256_and_si256(_mm256_srli_epi32(u, 16), one))), 16);
+    const __m256i v = _mm256_blendv_epi8(rounded, _mm256_or_si256(_mm256_srli_epi32(u, 16), quiet), nan);
+    // 32 -> 16 bits: packus within lanes (values < 65536), then the two lanes' halves together.
+    const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), packed);
+  }
+  for (; i < n; ++i) out[i] = to_bf16(x[i]);
 }
 
 // tanh(u) = 1 - 2 / (exp(2u) + 1), exact limits at +-inf through exp8's saturation.
@@ -521,6 +546,9 @@ const KernelTable* avx2_kernels() {
       .gemm_q5_kx16 = two_kgroups<BlockQ5_Kx8, avx2::gemm_q5_kx8>,
       .gemm_q6_kx16 = two_kgroups<BlockQ6_Kx8, avx2::gemm_q6_kx8>,
       // No panels (AMX only) and no four-group tiles (AVX-512 only): null.
+      .exp_scaled_from = avx2::exp_scaled_from,
+      .f32_to_bf16 = avx2::f32_to_bf16,
+      // No bf16 dot product in AVX2: null (bf16 attention runs in float32).
   };
   const CpuFeatures f = cpu_features();
   return f.avx2 && f.fma && f.f16c && f.os_ymm ? &table : nullptr;

@@ -18,6 +18,7 @@ namespace avx512vnni {
 namespace {
 
 #include "kernels/x86_tile_helpers.h"
+#include "kernels/x86_avx512_exp.h"
 
 // Two groups at once on 512-bit registers: lanes 0-7 are group g's rows, 8-15 group g+1's (the blocks of
 // both, one 256-bit half each). Each row's sums run in two accumulators (even and odd chunks): vpdpbusd's
@@ -221,51 +222,34 @@ void gemm_q4_0x16(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const
   with_rows(mr, [&](auto r) { gemm_q4_0x16_mr<decltype(r)::value>(w, xq, xd, xsum, nb, y, ldy); });
 }
 
-// exp(x) for 16 floats: the AVX2 table's exp8 (range reduction with ln2 in two parts, degree-6 polynomial,
-// 2^n in the exponent bits) on 512-bit registers; below -87.3 gives 0, above 88.7 +inf.
-inline __m512 exp16(__m512 x) {
-  const __m512 hi = _mm512_set1_ps(88.7f), lo = _mm512_set1_ps(-87.3f);
-  const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-  x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~under), _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
+// exp_scaled_from (kernels.h): exp_scaled_from_16 storing the exponentials in place.
+float exp_scaled_from(float* x, int64_t n, float scale, float* running_max) {
+  return exp_scaled_from_16(x, n, scale, running_max,
+                            [x](int64_t i, __m512 e, __mmask16 m) { _mm512_mask_storeu_ps(x + i, m, e); });
 }
 
-// exp_scaled (kernels.h) 16 values at a time, the tail through masks.
 float exp_scaled(float* x, int64_t n, float scale) {
-  const __m512 sv = _mm512_set1_ps(scale);
-  __m512 mv = _mm512_set1_ps(-INFINITY);
+  float mx = -INFINITY;
+  return exp_scaled_from(x, n, scale, &mx);
+}
+
+// f32_to_bf16 (kernels.h) 16 values at a time in integer arithmetic (bf16.h's rounding, so every table agrees
+// bit for bit; AVX-512F only, no AVX512_BF16 needed), the tail through masks.
+void f32_to_bf16(const float* x, uint16_t* out, int64_t n) {
+  const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7FFF), inf = _mm512_set1_epi32(0x7F800000),
+                abs = _mm512_set1_epi32(0x7FFFFFFF), quiet = _mm512_set1_epi32(0x40);
+  auto convert = [&](__m512i u) {
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
+    const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(_mm512_srli_epi32(u, 16), one))), 16);
+    return _mm512_cvtepi32_epi16(_mm512_mask_or_epi32(rounded, nan, _mm512_srli_epi32(u, 16), quiet));
+  };
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) mv = _mm512_max_ps(mv, _mm512_mul_ps(_mm512_loadu_ps(x + i), sv));
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), convert(_mm512_castps_si512(_mm512_loadu_ps(x + i))));
   if (i < n) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    mv = _mm512_mask_max_ps(mv, m, mv, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), sv));
+    _mm256_mask_storeu_epi16(out + i, m, convert(_mm512_castps_si512(_mm512_maskz_loadu_ps(m, x + i))));
   }
-  const __m512 mxv = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
-  __m512 sumv = _mm512_setzero_ps();
-  for (i = 0; i + 16 <= n; i += 16) {
-    const __m512 e = exp16(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), sv, mxv));
-    _mm512_storeu_ps(x + i, e);
-    sumv = _mm512_add_ps(sumv, e);
-  }
-  if (i < n) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, x + i), sv, mxv)));
-    _mm512_mask_storeu_ps(x + i, m, e);
-    sumv = _mm512_add_ps(sumv, e);
-  }
-  return _mm512_reduce_add_ps(sumv);
 }
 
 // The float panel tile on 512-bit registers: MR rows of A times up to 64 columns of B (NV vectors of 16 per

@@ -1,0 +1,319 @@
+// Flash attention (kernels/attention.h) and its kernels: the online softmax step, bf16 conversion and the bf16
+// tile against their slow twins on every table; attention_multihead against a double-precision reference, against
+// today's one-block kernel bit for bit, in bf16 against float32; and the same bits at 1 to 64 threads, for
+// attention alone and for the model's vision tower and prefill.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include <unistd.h>
+
+#include "kernels/attention.h"
+#include "kernels/bf16.h"
+#include "kernels/kernels.h"
+#include "model/image_processor.h"
+#include "model/model.h"
+#include "model/test_model.h"
+#include "model/text.h"
+#include "model/vision.h"
+#include "test_paths.h"
+#include "util/thread_pool.h"
+
+namespace qvl {
+namespace {
+
+constexpr double kEps = 1.0 / (1 << 24);  // float32 unit roundoff
+
+std::vector<float> normal_floats(size_t n, uint32_t seed, float sigma = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.0f, sigma);
+  std::vector<float> v(n);
+  for (auto& x : v) x = g(rng);
+  return v;
+}
+
+// Every table this machine runs, the generic one first, and the generic table with the bf16 twins (the bf16
+// path on every machine, under qemu too).
+std::vector<const KernelTable*> all_tables() {
+  std::vector<const KernelTable*> t{&generic_kernels(), &bf16_twin_kernels()};
+  for (const KernelTable* s : {neon_kernels(), avx2_kernels(), avxvnni_kernels(), avx512vnni_kernels(), amx_kernels()})
+    if (s) t.push_back(s);
+  return t;
+}
+
+float bits_to_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+TEST(Kernels, Bf16ConversionRoundsToNearestEvenInEveryTable) {
+  // Known cases: exact, ties to even (down and up), a carry into the exponent, overflow to inf, NaN kept quiet.
+  EXPECT_EQ(to_bf16(1.0f), 0x3F80);
+  EXPECT_EQ(to_bf16(bits_to_float(0x3F808000)), 0x3F80);  // tie, even below
+  EXPECT_EQ(to_bf16(bits_to_float(0x3F818000)), 0x3F82);  // tie, even above
+  EXPECT_EQ(to_bf16(bits_to_float(0x3F808001)), 0x3F81);  // just past the tie
+  EXPECT_EQ(to_bf16(bits_to_float(0x3FFFFFFF)), 0x4000);  // rounds up into the next binade
+  EXPECT_EQ(to_bf16(bits_to_float(0x7F7FFFFF)), 0x7F80);  // the largest float rounds to +inf
+  EXPECT_EQ(to_bf16(-INFINITY), 0xFF80);
+  EXPECT_EQ(to_bf16(bits_to_float(0x7F800001)) & 0x7FC0, 0x7FC0) << "a signalling NaN comes back quiet";
+  EXPECT_EQ(from_bf16(to_bf16(3.140625f)), 3.140625f) << "a bf16 value converts to itself";
+  std::vector<float> x = normal_floats(1000, 3, 100.0f);
+  for (uint32_t u : {0x00000000u, 0x80000000u, 0x00000001u, 0x007FFFFFu, 0x3F808000u, 0x3F818000u, 0x7F7FFFFFu,
+                     0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7F800001u, 0xFFFFFFFFu})
+    x.push_back(bits_to_float(u));
+  for (const KernelTable* t : all_tables())
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{17}, static_cast<int64_t>(x.size())}) {
+      std::vector<uint16_t> out(static_cast<size_t>(n), 0xAAAA);
+      t->f32_to_bf16(x.data() + x.size() - n, out.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(out[i], to_bf16(x[x.size() - n + i])) << t->name << " n " << n << " i " << i;
+    }
+}
+
+TEST(Kernels, ExpScaledFromCarriesTheRunningMaxInEveryTable) {
+  const KernelTable& g = bf16_twin_kernels();
+  for (const KernelTable* t : all_tables())
+    for (int64_t n : {1, 15, 16, 17, 300}) {
+      const auto x = normal_floats(static_cast<size_t>(2 * n), 5, 8.0f);
+      // Two halves with the running max carried equal the whole row in one call, once rescaled.
+      std::vector<float> whole(x.begin(), x.end()), a(x.begin(), x.begin() + n), b(x.begin() + n, x.end());
+      float m_whole = -INFINITY, m = -INFINITY;
+      const float s_whole = t->exp_scaled_from(whole.data(), 2 * n, 0.5f, &m_whole);
+      const float s1 = t->exp_scaled_from(a.data(), n, 0.5f, &m);
+      const float m1 = m;
+      const float s2 = t->exp_scaled_from(b.data(), n, 0.5f, &m);
+      EXPECT_EQ(m, m_whole) << t->name;
+      EXPECT_NEAR(s1 * std::exp(m1 - m) + s2, s_whole, 1e-5 * s_whole) << t->name << " n " << n;
+      // Against the generic twin, element by element.
+      std::vector<float> r(x.begin(), x.end());
+      float mg = 1.0f, mt = 1.0f;  // a running max from an earlier block
+      std::vector<float> y(x.begin(), x.end());
+      const float sg = g.exp_scaled_from(r.data(), 2 * n, 0.125f, &mg), st = t->exp_scaled_from(y.data(), 2 * n, 0.125f, &mt);
+      EXPECT_EQ(mg, mt) << t->name;
+      EXPECT_NEAR(sg, st, 2e-6 * sg) << t->name;
+      for (int64_t i = 0; i < 2 * n; ++i) EXPECT_NEAR(r[i], y[i], 1e-7 + 2e-6 * r[i]) << t->name << " i " << i;
+      if (t->exp_scaled_from_bf16) {
+        std::vector<uint16_t> pb(static_cast<size_t>(2 * n)), pg(static_cast<size_t>(2 * n));
+        float m3 = 1.0f, m4 = 1.0f;
+        const float sb = t->exp_scaled_from_bf16(x.data(), 2 * n, 0.125f, &m3, pb.data());
+        const float sgb = g.exp_scaled_from_bf16(x.data(), 2 * n, 0.125f, &m4, pg.data());
+        EXPECT_EQ(m3, m4);
+        EXPECT_NEAR(sb, sgb, 2e-6 * sgb) << t->name;
+        for (int64_t i = 0; i < 2 * n; ++i)
+          EXPECT_NEAR(from_bf16(pb[i]), from_bf16(pg[i]), 1e-7 + 1.0 / 128 * from_bf16(pg[i])) << t->name << " i " << i;
+      }
+    }
+}
+
+TEST(Kernels, Bf16TileMatchesItsSlowTwin) {
+  const KernelTable& g = bf16_twin_kernels();
+  int tested = 0;
+  EXPECT_EQ(generic_kernels().gemm_bf16_nn_tile, nullptr) << "the generic table runs bf16 attention in f32";
+  for (const KernelTable* t : all_tables()) {
+    if (!t->gemm_bf16_nn_tile) continue;
+    ++tested;
+    for (int64_t kp : {1, 7, 32, 128}) {
+      const int64_t lda = 2 * kp + 2, ldb = 2 * t->nn_cols + 4, ldc = t->nn_cols + 3;
+      std::vector<uint16_t> a(static_cast<size_t>(t->nn_rows * lda)), b(static_cast<size_t>(kp * ldb));
+      const auto af = normal_floats(a.size(), 7), bf = normal_floats(b.size(), 8);
+      g.f32_to_bf16(af.data(), a.data(), static_cast<int64_t>(a.size()));
+      g.f32_to_bf16(bf.data(), b.data(), static_cast<int64_t>(b.size()));
+      for (int mr = 1; mr <= t->nn_rows; ++mr)
+        for (int nc = 1; nc <= t->nn_cols; nc += (nc < 17 ? 1 : 15)) {
+          std::vector<float> cg(static_cast<size_t>(mr * ldc), -1.0f), ct = cg;
+          g.gemm_bf16_nn_tile(a.data(), lda, b.data(), ldb, kp, cg.data(), ldc, mr, nc);
+          t->gemm_bf16_nn_tile(a.data(), lda, b.data(), ldb, kp, ct.data(), ldc, mr, nc);
+          for (int i = 0; i < mr; ++i)
+            for (int j = 0; j < ldc; ++j) {
+              if (j >= nc) {
+                ASSERT_EQ(ct[i * ldc + j], -1.0f) << t->name << ": wrote past the panel's columns";
+                continue;
+              }
+              double bound = 0;  // sum of |products|: float32 sums of 2 kp terms, each rounding once
+              for (int64_t p = 0; p < 2 * kp; ++p)
+                bound += std::abs(static_cast<double>(from_bf16(a[i * lda + p])) * from_bf16(b[(p / 2) * ldb + 2 * j + p % 2]));
+              ASSERT_NEAR(ct[i * ldc + j], cg[i * ldc + j], 4 * kp * kEps * bound + 1e-30)
+                  << t->name << " mr " << mr << " nc " << nc << " kp " << kp;
+            }
+        }
+    }
+  }
+  if (!tested) GTEST_SKIP() << "no table here has a bf16 tile (AVX512_BF16): only the slow twin exists";
+}
+
+// softmax(q kᵀ * scale) v per head in double precision.
+std::vector<double> reference_attention(const std::vector<float>& qkv, int64_t n, int heads, int64_t hd, float scale) {
+  const int64_t D = heads * hd, ld = 3 * D;
+  std::vector<double> out(static_cast<size_t>(n * D));
+  std::vector<double> p(static_cast<size_t>(n));
+  for (int h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < n; ++i) {
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t d = 0; d < hd; ++d) s += static_cast<double>(qkv[i * ld + h * hd + d]) * qkv[j * ld + D + h * hd + d];
+        p[j] = s * scale;
+        mx = std::max(mx, p[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j) sum += p[j] = std::exp(p[j] - mx);
+      for (int64_t d = 0; d < hd; ++d) {
+        double o = 0;
+        for (int64_t j = 0; j < n; ++j) o += p[j] * qkv[j * ld + 2 * D + h * hd + d];
+        out[i * D + h * hd + d] = o / sum;
+      }
+    }
+  return out;
+}
+
+std::vector<float> run_flash(ThreadPool& pool, const std::vector<float>& qkv, int64_t n, int heads, int64_t hd, float scale,
+                             AttentionPrecision p, int q_block, int kv_block, const KernelTable* table) {
+  const int64_t D = heads * hd;
+  std::vector<float> out(static_cast<size_t>(n * D), NAN);
+  FlashScratch s;
+  attention_multihead(pool, qkv.data(), qkv.data() + D, qkv.data() + 2 * D, 3 * D, n, heads, hd, scale, out.data(), D, p, s,
+                      q_block, kv_block, table);
+  return out;
+}
+
+double max_rel(const std::vector<float>& got, const std::vector<double>& want) {
+  double mx = 0, diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    mx = std::max(mx, std::abs(want[i]));
+    diff = std::max(diff, std::abs(got[i] - want[i]));
+  }
+  return diff / mx;
+}
+
+TEST(Kernels, FlashAttentionMatchesADoubleReferenceInEveryTable) {
+  ThreadPool pool(2);
+  const int heads = 3;
+  for (int64_t hd : {64, 16, 72})  // 72: the 8B's vision heads (a panel and a masked one; 36 pairs)
+    for (int64_t n : {1, 7, 64, 65, 300}) {
+      const auto qkv = normal_floats(static_cast<size_t>(n * 3 * heads * hd), static_cast<uint32_t>(n + hd), 1.5f);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      const auto want = reference_attention(qkv, n, heads, hd, scale);
+      for (const KernelTable* t : all_tables())
+        // (0, 0): tile_choice()'s sizes, the keys in nearly equal blocks.
+        for (auto [qb, kb] : {std::pair{6, 64}, std::pair{12, 128}, std::pair{96, 256}, std::pair{0, 0}}) {
+          if (qb % t->nn_rows || kb % t->nn_cols) continue;
+          const auto got = run_flash(pool, qkv, n, heads, hd, scale, AttentionPrecision::kF32, qb, kb, t);
+          EXPECT_LE(max_rel(got, want), 2e-6) << t->name << " f32 n " << n << " hd " << hd << " blocks " << qb << "x" << kb;
+          if (effective_attention_precision(AttentionPrecision::kBF16, t) == AttentionPrecision::kBF16) {
+            // bf16 keeps 8 bits: q, k, p and v each rounded by up to 2^-9 of themselves.
+            const auto b = run_flash(pool, qkv, n, heads, hd, scale, AttentionPrecision::kBF16, qb, kb, t);
+            EXPECT_LE(max_rel(b, want), 3e-2) << t->name << " bf16 n " << n << " hd " << hd;
+            EXPECT_GT(max_rel(b, want), 1e-5) << t->name << " bf16 that equals float32 was not bf16";
+            // ... and the same as the generic table's slow twins, to float32 rounding.
+            const auto twin = run_flash(pool, qkv, n, heads, hd, scale, AttentionPrecision::kBF16, qb, kb, &bf16_twin_kernels());
+            std::vector<double> twin_d(twin.begin(), twin.end());
+            EXPECT_LE(max_rel(b, twin_d), 2e-5) << t->name << " bf16 against its slow twin, n " << n;
+          }
+        }
+    }
+}
+
+TEST(Kernels, FlashAttentionInOneBlockIsTodaysKernelBitForBit) {
+  ThreadPool pool(2);
+  const int heads = 2;
+  const int64_t hd = 64, D = heads * hd;
+  // From the table's tile rows up (fewer queries take attention_head's dot-product path) to one key block.
+  for (int64_t n : {int64_t{kernels().nn_rows}, int64_t{63}, int64_t{200}}) {
+    const auto qkv = normal_floats(static_cast<size_t>(n * 3 * D), static_cast<uint32_t>(n));
+    const auto flash = run_flash(pool, qkv, n, heads, hd, 0.125f, AttentionPrecision::kF32, 96, 256, nullptr);
+    std::vector<float> today(static_cast<size_t>(n * D));
+    AttentionScratch s;
+    for (int h = 0; h < heads; ++h)
+      attention_head(qkv.data() + h * hd, 3 * D, n, qkv.data() + D + h * hd, 3 * D, qkv.data() + 2 * D + h * hd, 3 * D, n, hd,
+                     0.125f, -1, today.data() + h * hd, D, s);
+    ASSERT_EQ(0, std::memcmp(flash.data(), today.data(), today.size() * 4)) << "n " << n;
+  }
+}
+
+TEST(Kernels, TileSizesFromQvlTilesAreChecked) {
+  TileChoice t;
+  ASSERT_TRUE(parse_tiles("48,512,64", t).ok());
+  EXPECT_EQ(t.attn_q_block, 48);
+  EXPECT_EQ(t.attn_kv_block, 512);
+  EXPECT_EQ(t.gemm_row_block, 64);
+  for (const char* bad : {"", "96,1024", "96,1024,128,1", "95,1024,128", "96,1000,128", "96,1024,130", "0,64,4",
+                          "96,1024,128x", "-6,64,4"}) {
+    const Status st = parse_tiles(bad, t);
+    EXPECT_FALSE(st.ok()) << bad;
+    EXPECT_NE(st.message().find("QVL_TILES"), std::string::npos) << st.message();
+  }
+  EXPECT_EQ(t.attn_q_block, 48) << "a refused value changes nothing";
+  const TileChoice& chosen = tile_choice();
+  EXPECT_FALSE(chosen.core.empty());
+  EXPECT_FALSE(chosen.source.empty());
+  EXPECT_EQ(chosen.attn_q_block % 6, 0);
+  EXPECT_EQ(chosen.attn_kv_block % 64, 0);
+}
+
+TEST(ManyThreads, FlashAttentionGivesTheSameBitsAt1To64Threads) {
+  const int heads = 4;
+  const int64_t hd = 64, n = 500;
+  const auto qkv = normal_floats(static_cast<size_t>(n * 3 * heads * hd), 11);
+  for (AttentionPrecision p : {AttentionPrecision::kF32, AttentionPrecision::kBF16}) {
+    ThreadPool one(1);
+    const auto want = run_flash(one, qkv, n, heads, hd, 0.125f, p, 48, 128, nullptr);
+    for (int threads : {2, 16, 64}) {
+      ThreadPool pool(threads);  // more threads than tasks at 64 (4 heads x 11 query blocks)
+      const auto got = run_flash(pool, qkv, n, heads, hd, 0.125f, p, 48, 128, nullptr);
+      ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * 4)) << threads << " threads, " << attention_precision_name(p);
+    }
+  }
+}
+
+// The tiny model's vision tower on an image and its prefill on text: the same bits on 1, 2, 16 and 64 threads
+// (16 and 64 oversubscribe this machine's cores: the work split, not the timing, decides the result).
+TEST(ManyThreads, VisionTowerAndPrefillGiveTheSameBitsAt1To64Threads) {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("qvl-test-threads-" + std::to_string(::getpid()))).string();
+  TestModelOptions o;
+  o.preset = "tiny";
+  o.seed = 3;
+  o.out_dir = dir;
+  o.model_files_dir = test::model_files_dir();
+  ASSERT_TRUE(make_test_model(o).ok());
+  auto loaded = Model::load(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const Model& model = **loaded;
+  ImageRGB img;
+  img.width = 200;
+  img.height = 150;
+  img.pixels.resize(static_cast<size_t>(img.width * img.height * 3));
+  std::mt19937 rng(4);
+  for (auto& px : img.pixels) px = static_cast<uint8_t>(rng());
+  auto pre = preprocess_image(img, model.image_config(), PreprocessOptions{});
+  ASSERT_TRUE(pre.ok()) << pre.status().message();
+  // 200 rows: the prefill attention's row chunks differ with the thread count (1, 8, 12 and 12 per kv head).
+  const int64_t n = 200, V = model.config().text.vocab_size;
+  std::vector<int32_t> ids(static_cast<size_t>(n)), pos(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>((i * 7919) % 1000 + 10), pos[i] = static_cast<int32_t>(i);
+  const int32_t* p3[3] = {pos.data(), pos.data(), pos.data()};
+  auto run = [&](int threads, std::vector<float>& vision, std::vector<float>& logits) {
+    ThreadPool pool(threads);
+    vision = encode_images(model, pool, {&*pre}).embeds;
+    KVCache cache(model.config().text, n, KVType::kF32);
+    logits.assign(static_cast<size_t>(n * V), 0.0f);
+    text_forward(model, pool, cache, ids.data(), n, p3, nullptr, LogitsMode::kAll, logits.data());
+  };
+  std::vector<float> vision1, logits1;
+  run(1, vision1, logits1);
+  ASSERT_FALSE(vision1.empty());
+  for (int threads : {2, 16, 64}) {
+    std::vector<float> vision, logits;
+    run(threads, vision, logits);
+    ASSERT_EQ(vision.size(), vision1.size());
+    EXPECT_EQ(0, std::memcmp(vision.data(), vision1.data(), vision1.size() * 4)) << "vision tower, " << threads << " threads";
+    EXPECT_EQ(0, std::memcmp(logits.data(), logits1.data(), logits1.size() * 4)) << "prefill logits, " << threads << " threads";
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace qvl
