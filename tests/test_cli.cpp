@@ -10,7 +10,10 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include "kernels/attention.h"
+#include "kernels/kernels.h"
 #include "model/convert.h"
 #include "test_paths.h"
 #include "test_process.h"
@@ -121,6 +124,7 @@ TEST(CliHelp, DefaultsComeFromTheCode) {
   EXPECT_TRUE(contains(help_line(run.out, "--max-tokens"), "(default: 256)"));
   EXPECT_TRUE(contains(help_line(run.out, "--ctx"), "(default: 4096)"));
   EXPECT_TRUE(contains(help_line(run.out, "--kv-type"), "(default: f16)"));
+  EXPECT_TRUE(contains(help_line(run.out, "--vision-attention"), "(default: auto)"));
   // bench's own defaults.
   const Ran bench = qvl({"bench", "--help"});
   EXPECT_TRUE(contains(help_line(bench.out, "--max-tokens"), "(default: 64)")) << bench.out;
@@ -172,6 +176,7 @@ TEST(CliErrors, BadValueNamesTheOption) {
       {{"run", "-m", "DIR", "-p", "hi", "-t", "many"}, {"--threads", "expects an integer, got 'many'"}},
       {{"run", "-m", "DIR", "-p", "hi", "--text-weights", "q3"}, {"--text-weights", "unknown type 'q3'", "q8_0"}},
       {{"bench", "-m", "DIR", "--kv-type", "f8"}, {"--kv-type", "unknown type 'f8'"}},
+      {{"run", "-m", "DIR", "-p", "hi", "--vision-attention", "fp8"}, {"--vision-attention", "unknown precision 'fp8'", "(auto, f32, bf16)"}},
       {{"run", "-m", "DIR", "-p", "hi", "--temp", "-1"}, {"--temp", ">= 0"}},
       {{"run", "-m", "DIR", "-p", "hi", "--top-p", "1.5"}, {"--top-p", "(0, 1]"}},
       {{"run", "-m", "DIR", "-p", "hi", "--ctx", "8"}, {"--ctx", "[16, 1048576]"}},
@@ -258,6 +263,33 @@ TEST(CliParse, OptionsReachTheCommands) {
   EXPECT_EQ(bench.code, 0) << bench.err;
   EXPECT_TRUE(contains(bench.out, "\"runs\":1")) << bench.out;
   EXPECT_TRUE(contains(bench.out, "\"generated_tokens\":2")) << bench.out;
+
+  // --vision-attention reaches the vision tower (bf16 where this CPU has the tile, else f32 and a line saying
+  // so); the tile choice and the first token's parts, which add up to the first token, are in the JSON.
+  Ran b16 = qvl({"bench", "-m", dir.string(), "-i", image, "-n", "1", "--runs", "1", "--json", "--threads", "1",
+                 "--vision-attention", "bf16"});
+  ASSERT_EQ(b16.code, 0) << b16.err;
+  const auto j = nlohmann::json::parse(b16.out);
+  const bool has_bf16 = qvl::effective_attention_precision(qvl::AttentionPrecision::kBF16) == qvl::AttentionPrecision::kBF16;
+  EXPECT_EQ(j["vision_attention"], has_bf16 ? "bf16" : "f32");
+  EXPECT_EQ(contains(b16.err, "runs in f32"), !has_bf16) << b16.err;
+  EXPECT_EQ(j["tiles"]["attention_kv_block"], qvl::tile_choice().attn_kv_block);
+  EXPECT_EQ(j["tiles"]["core"], qvl::tile_choice().core);
+  double sum = 0;
+  for (const auto& [part, ms] : j["first_token_breakdown_ms"].items()) sum += ms.get<double>();
+  EXPECT_NEAR(sum, j["ttft_ms"].get<double>(), 0.05 * j["ttft_ms"].get<double>() + 0.5) << b16.out;
+  for (const char* part : {"vision_gemm", "vision_attention", "vision_merger", "prefill_gemm", "prefill_attention"})
+    EXPECT_GT(j["first_token_breakdown_ms"][part].get<double>(), 0.0) << part << ": " << b16.out;
+  // auto (the default): bf16 with quantized vision weights (the default q8_0) where the CPU has it, f32 with
+  // float weights.
+  for (const char* weights : {"q8_0", "f32"}) {
+    Ran a = qvl({"bench", "-m", dir.string(), "-i", image, "-n", "1", "--runs", "1", "--json", "--threads", "1",
+                 "--vision-weights", weights});
+    ASSERT_EQ(a.code, 0) << a.err;
+    EXPECT_EQ(nlohmann::json::parse(a.out)["vision_attention"], has_bf16 && std::string(weights) == "q8_0" ? "bf16" : "f32")
+        << weights;
+    EXPECT_FALSE(contains(a.err, "runs in f32")) << "auto says nothing: " << a.err;
+  }
   std::error_code ec;
   fs::remove_all(dir, ec);
 }

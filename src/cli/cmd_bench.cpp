@@ -2,7 +2,9 @@
 // vision encode, prefill, first token and decode on one prompt, several runs, and reports the medians
 // and the peak resident memory.
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <iterator>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +14,7 @@
 #include "engine/generate.h"
 #include "engine/retrieval.h"
 #include "kernels/kernels.h"
+#include "util/phase_clock.h"
 #include "util/file.h"
 #include "util/memory.h"
 #include "util/cpu_budget.h"
@@ -51,6 +54,8 @@ int cmd_bench(const Args& args) {
   cli.add_flag("--json", json, "print one JSON object on stdout instead of the text lines");
   add_thread_options(cli, threads, &pin);
   add_weight_options(cli, types);
+  std::string vision_attention = "auto";
+  add_vision_attention_option(cli, vision_attention);
   add_context_options(cli, opts.context, opts.kv_type);
   add_image_size_options(cli, opts.image.min_pixels, opts.image.max_pixels);
   VideoArgs video;
@@ -84,6 +89,7 @@ int cmd_bench(const Args& args) {
   const auto t0 = std::chrono::steady_clock::now();
   auto model = Model::load(model_dir, types, threads, mmproj);
   if (!model.ok()) return fail(cmd, model.status().message());
+  apply_vision_attention(cmd, **model, vision_attention);
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
   const size_t image_files = images.size();
@@ -127,6 +133,14 @@ int cmd_bench(const Args& args) {
     if (!cpus.ok()) return fail(cmd, cpus.status().message());
   }
   std::vector<double> pre, vis, prefill, ttft, decode, video_ms, render_ms;
+  // The first token's parts per run (util/phase_clock.h): the vision tower's GEMMs, attention, mergers and the
+  // rest of it; the prefill's GEMMs (LM head included), attention and the rest; and what is left of the first
+  // token (preprocessing, sampling, ...).
+  const char* kParts[] = {"preprocess",    "vision_gemm",       "vision_attention", "vision_merger", "vision_other",
+                          "prefill_gemm",  "prefill_attention", "prefill_other",    "rest"};
+  constexpr size_t kNumParts = std::size(kParts);
+  std::vector<std::array<double, kNumParts>> parts;
+  PhaseClock::enable(true);
   int document_pages = 0;
   GenerateTimings last;
   for (int r = 0; r < runs; ++r) {
@@ -160,10 +174,20 @@ int cmd_bench(const Args& args) {
                                 parts.end());
       render_ms.push_back(seconds * 1000);
     }
+    PhaseClock::reset();
     auto res = kind != ModelKind::kChat ? generate(**model, pool, retrieval_conversation, images, videos, opts)
                                         : generate(**model, pool, {user}, images, videos, opts);
     if (!res.ok()) return fail(cmd, res.status().message());
     const GenerateTimings& t = res->timings;
+    {
+      const auto ph = PhaseClock::totals_ms();
+      auto at = [&](Phase p) { return ph[static_cast<size_t>(p)]; };
+      const double vg = at(Phase::kVisionGemm), va = at(Phase::kVisionAttention), vm = at(Phase::kVisionMerger);
+      const double pg = at(Phase::kPrefillGemm), pa = at(Phase::kPrefillAttention);
+      parts.push_back({t.preprocess_ms, vg, va, vm, std::max(0.0, t.vision_ms - vg - va - vm), pg, pa,
+                       std::max(0.0, t.prefill_ms - pg - pa),
+                       std::max(0.0, t.ttft_ms - t.preprocess_ms - t.vision_ms - t.prefill_ms)});
+    }
     last = t;
     pre.push_back(t.preprocess_ms);
     vis.push_back(t.vision_ms);
@@ -175,7 +199,16 @@ int cmd_bench(const Args& args) {
       std::fprintf(stderr, "run %d: vision %.0f ms, prefill %.0f ms (%d tokens), first token %.0f ms, decode %.2f tok/s\n",
                    r + 1, t.vision_ms, t.prefill_ms, t.prompt_tokens, t.ttft_ms, decode.back());
   }
+  PhaseClock::enable(false);
   const double rss_mb = static_cast<double>(peak_rss_bytes()) / (1024.0 * 1024.0);
+  nlohmann::ordered_json breakdown = nlohmann::ordered_json::object();
+  for (size_t k = 0; k < kNumParts; ++k) {
+    std::vector<double> v;
+    for (const auto& p : parts) v.push_back(p[k]);
+    breakdown[kParts[k]] = median(v);
+  }
+  const TileChoice& tiles = tile_choice();
+  const AttentionPrecision va_ran = (*model)->vision_attention();
   nlohmann::ordered_json out = {
       {"load_ms", load_ms},
       {"preprocess_ms", median(pre)},
@@ -198,6 +231,13 @@ int cmd_bench(const Args& args) {
       {"threads", threads},
       {"kernels", kernels().name},
       {"kernels_reason", kernels_reason()},
+      {"vision_attention", attention_precision_name(va_ran)},
+      {"tiles", {{"core", tiles.core},
+                 {"attention_q_block", tiles.attn_q_block},
+                 {"attention_kv_block", tiles.attn_kv_block},
+                 {"gemm_row_block", tiles.gemm_row_block},
+                 {"source", tiles.source}}},
+      {"first_token_breakdown_ms", breakdown},
       {"text_weights", weight_type_name((*model)->text_weight_type())},
       {"vision_weights", weight_type_name((*model)->vision_weight_type())},
   };
@@ -208,6 +248,9 @@ int cmd_bench(const Args& args) {
                 weight_type_name((*model)->text_weight_type()), weight_type_name((*model)->vision_weight_type()),
                 threads, kernels().name, runs);
     std::printf("kernels %s\n", kernels_reason().c_str());
+    std::printf("tiles for %s: attention blocks %d x %d, GEMM row block %d (%s); vision attention %s\n", tiles.core.c_str(),
+                tiles.attn_q_block, tiles.attn_kv_block, tiles.gemm_row_block, tiles.source.c_str(),
+                attention_precision_name(va_ran));
     std::printf("load %.0f ms | preprocess %.1f ms | vision %.0f ms (%d image tokens) | prefill %.1f tok/s (%d tokens) | "
                 "first token %.0f ms | decode %.2f tok/s | peak RSS %.0f MB\n",
                 load_ms, median(pre), median(vis), last.image_tokens, median(prefill), last.prompt_tokens, median(ttft),
@@ -215,6 +258,9 @@ int cmd_bench(const Args& args) {
     std::printf("activations: vision %.1f MB, text %.1f MB (the forward passes' buffers at their largest)\n",
                 static_cast<double>(last.vision_activation_bytes) / (1024.0 * 1024.0),
                 static_cast<double>(last.text_activation_bytes) / (1024.0 * 1024.0));
+    std::printf("first token:");
+    for (size_t k = 0; k < kNumParts; ++k) std::printf("%s %s %.0f ms", k ? "," : "", kParts[k], breakdown[kParts[k]].get<double>());
+    std::printf("\n");
     if (!docs.empty())
       std::printf("documents: %d pages rendered in %.0f ms (each run; before the vision encode, not in first token)\n",
                   document_pages, median(render_ms));

@@ -70,6 +70,8 @@ int cmd_chat(const Args& args) {
   add_sampling_options(cli, sampling);
   add_thread_options(cli, threads, &pin);
   add_weight_options(cli, weight_types);
+  std::string vision_attention = "auto";
+  add_vision_attention_option(cli, vision_attention);
   add_context_options(cli, opts.context, opts.kv_type);
   add_image_size_options(cli, opts.image.min_pixels, opts.image.max_pixels);
   ImageDecodeLimits decode;
@@ -100,6 +102,7 @@ int cmd_chat(const Args& args) {
   auto model = Model::load(model_dir, weight_types, threads, mmproj);
   loading.stop();
   if (!model.ok()) return fail(cmd, model.status().message());
+  apply_vision_attention(cmd, **model, vision_attention);
   if ((*model)->kind() != ModelKind::kChat)
     return fail(cmd, model_dir + " is a Qwen3-VL " + model_kind_name((*model)->kind()) + " model: it does not answer "
                      "prompts; use `qvl embed` (embeddings) or `qvl serve` (" + model_kind_serves((*model)->kind()) + ")");

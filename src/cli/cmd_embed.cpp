@@ -140,6 +140,8 @@ int cmd_embed(const Args& args) {
   cli.add_option("--batch", batch, "inputs encoded together (the server's slots)")->check(CLI::Range(1, 64))->default_str("4");
   add_thread_options(cli, threads);
   add_weight_options(cli, weight_types);
+  std::string vision_attention = "auto";
+  add_vision_attention_option(cli, vision_attention);
   add_image_size_options(cli, min_pixels, max_pixels);
   if (auto rc = cli.parse_args(args)) return *rc;
   const std::string& cmd = cli.command();
@@ -187,7 +189,11 @@ int cmd_embed(const Args& args) {
   so.threads = threads;
   so.parallel = batch;
   so.queue = batch;
-  so.load = [&] { return Model::load(model_dir, weight_types, threads); };
+  so.load = [&]() -> Result<std::unique_ptr<Model>> {
+    auto m = Model::load(model_dir, weight_types, threads);
+    if (m.ok()) apply_vision_attention(cmd, **m, vision_attention);
+    return m;
+  };
   Scheduler scheduler(so);
   scheduler.start();
   while (scheduler.state() == LoadState::kLoading) std::this_thread::sleep_for(std::chrono::milliseconds(20));

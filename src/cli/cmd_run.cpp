@@ -48,6 +48,8 @@ int cmd_run(const Args& args) {
   cli.add_flag("--ignore-eos", opts.ignore_eos, "keep generating past end-of-sequence tokens (up to -n)");
   add_thread_options(cli, threads, &pin);
   add_weight_options(cli, weight_types);
+  std::string vision_attention = "auto";
+  add_vision_attention_option(cli, vision_attention);
   add_context_options(cli, opts.context, opts.kv_type);
   add_image_size_options(cli, opts.image.min_pixels, opts.image.max_pixels);
   ImageDecodeLimits decode;
@@ -95,6 +97,7 @@ int cmd_run(const Args& args) {
   const double t_load = now_ms();
   auto model = Model::load(model_dir, weight_types, threads, mmproj);
   if (!model.ok()) return fail(cmd, model.status().message());
+  apply_vision_attention(cmd, **model, vision_attention);
   if ((*model)->kind() != ModelKind::kChat)
     return fail(cmd, model_dir + " is a Qwen3-VL " + model_kind_name((*model)->kind()) + " model: it does not answer "
                      "prompts; use `qvl embed` (embeddings) or `qvl serve` (" + model_kind_serves((*model)->kind()) + ")");

@@ -113,6 +113,8 @@ int cmd_serve(const std::vector<std::string>& args) {
                  "used evicted first; 0: none kept)")
       ->type_name("MIB")->check(integer_in(0, 1 << 20))->default_str(std::to_string(o.response_store_mb));
   add_context_options(cli, o.context, o.kv_type);
+  std::string vision_attention = "auto";
+  add_vision_attention_option(cli, vision_attention);
   add_image_size_options(cli, o.min_pixels, o.max_pixels);
   add_document_options(cli, o.documents);
   cli.add_option("--page-cache-mb", o.page_cache_mb,
@@ -257,6 +259,12 @@ int cmd_serve(const std::vector<std::string>& args) {
       return Model::load(located->dir, weight_types, threads, mmproj);
     };
   }
+  // Every model loaded (at start-up or a hub download) gets --vision-attention.
+  loader = [inner = std::move(loader), cmd, vision_attention]() -> Result<std::unique_ptr<Model>> {
+    auto m = inner();
+    if (m.ok()) apply_vision_attention(cmd, **m, vision_attention);
+    return m;
+  };
   if (!alias.empty()) o.model_id = alias;
   // Ollama's /api/pull, with --allow-pull only (it spends the server's disk, bandwidth and HF_TOKEN): into the
   // hub's cache, as `qvl pull` does (the environment's endpoint, token, offline mode).

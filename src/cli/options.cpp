@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/json_grammar.h"
+#include "kernels/kernels.h"
 #include "tensor/quant.h"
 #include "util/file.h"
 #include "util/thread_pool.h"
@@ -309,6 +310,44 @@ void add_context_options(CLI::App& app, int64_t& context, KVType& kv_type) {
           },
           "")
       ->default_str(kv_type_name(kv_type));
+}
+
+// ---- Vision attention ----------------------------------------------------------------------------------------
+
+void add_vision_attention_option(CLI::App& app, std::string& choice) {
+  app.add_option("--vision-attention", choice,
+                 "the vision tower's attention arithmetic: f32 (exact to float32 rounding), bf16 (queries, keys, "
+                 "probabilities and values rounded to bfloat16 and multiplied by AVX512_BF16's vdpbf16ps: faster on "
+                 "large images; f32 on CPUs without it) or auto (bf16 where the CPU has it and the vision weights are "
+                 "quantized, whose own error is ~50x larger; else f32)")
+      ->type_name("P")
+      ->check(
+          [](const std::string& s) -> std::string {
+            AttentionPrecision p;
+            return s == "auto" || parse_attention_precision(s, &p) ? std::string()
+                                                                   : "unknown precision '" + s + "' (auto, f32, bf16)";
+          },
+          "")
+      ->default_str(choice);
+}
+
+void apply_vision_attention(const std::string& command, Model& model, const std::string& choice) {
+  AttentionPrecision want = AttentionPrecision::kF32;
+  if (choice == "auto") {
+    const WeightType t = model.vision_weight_type();
+    const bool quantized = t == WeightType::kQ8_0 || t == WeightType::kQ4_0 || is_kquant(t);
+    want = quantized && effective_attention_precision(AttentionPrecision::kBF16) == AttentionPrecision::kBF16
+               ? AttentionPrecision::kBF16
+               : AttentionPrecision::kF32;
+  } else {
+    parse_attention_precision(choice, &want);
+    if (effective_attention_precision(want) != want)
+      std::fprintf(stderr,
+                   "qvl %s: --vision-attention %s: the %s kernels have no bf16 dot product (AVX512_BF16); the vision "
+                   "tower's attention runs in f32\n",
+                   command.c_str(), attention_precision_name(want), kernels().name);
+  }
+  model.set_vision_attention(effective_attention_precision(want));
 }
 
 // ---- Image size ----------------------------------------------------------------------------------------------

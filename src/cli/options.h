@@ -18,6 +18,8 @@
 #include "engine/sampler.h"
 #include "model/convert.h"
 #include "model/kv_type.h"
+#include "model/model.h"
+#include "kernels/attention.h"
 
 namespace qvl::cli {
 
@@ -72,6 +74,13 @@ void add_weight_options(CLI::App& app, WeightTypes& types, GgufWriteTypes* gguf 
 
 // ---- Context: --ctx N (16..2^20), --kv-type f16|f32 ---------------------------------------------------------
 void add_context_options(CLI::App& app, int64_t& context, KVType& kv_type);
+
+// ---- Vision attention: --vision-attention auto|f32|bf16 (kernels/attention.h) -------------------------------
+// `choice` starts as the default shown ("auto").
+void add_vision_attention_option(CLI::App& app, std::string& choice);
+// Sets the loaded model's vision attention: f32, bf16 (f32 on a CPU without AVX512_BF16, said on stderr), or
+// auto: bf16 where the CPU has it and the vision weights are quantized (q8_0, q4_0, K-quants), else f32.
+void apply_vision_attention(const std::string& command, Model& model, const std::string& choice);
 
 // ---- Image size: --min-pixels N, --max-pixels N (1..2^40; -1: the model's preprocessor_config.json) -------
 void add_image_size_options(CLI::App& app, int64_t& min_pixels, int64_t& max_pixels);

@@ -48,7 +48,7 @@ size_t TextActivations::bytes() const {
   return b + scratch_bytes(threads);
 }
 
-void VisionActivations::reserve(const VisionConfig& c, int64_t N, int64_t mlp_rows, int n_threads) {
+void VisionActivations::reserve(const VisionConfig& c, int64_t N, int64_t mlp_rows) {
   const int64_t D = c.hidden_size, hd = c.head_dim();
   grow(h, N * D);
   grow(cos, N * hd);
@@ -58,26 +58,25 @@ void VisionActivations::reserve(const VisionConfig& c, int64_t N, int64_t mlp_ro
   grow(attn, N * D);
   grow(tmp, N * D);
   grow(mlp, std::min(N, mlp_rows) * c.intermediate_size);
-  if (threads.size() < static_cast<size_t>(n_threads)) threads.resize(static_cast<size_t>(n_threads));
   peak = std::max(peak, bytes());
 }
 
 void VisionActivations::release_blocks() {
   peak = std::max(peak, bytes());
   for (std::vector<float>* v : {&normed, &qkv, &attn, &tmp, &mlp}) std::vector<float>().swap(*v);
-  threads.clear();
+  flash = FlashScratch{};
 }
 
 void VisionActivations::release() {
   peak = std::max(peak, bytes());
   for (std::vector<float>* v : {&pixels, &h, &cos, &sin, &normed, &qkv, &attn, &tmp, &mlp}) std::vector<float>().swap(*v);
-  threads.clear();
+  flash = FlashScratch{};
 }
 
 size_t VisionActivations::bytes() const {
   size_t b = 0;
   for (const std::vector<float>* v : {&pixels, &h, &cos, &sin, &normed, &qkv, &attn, &tmp, &mlp}) b += floats(*v);
-  return b + scratch_bytes(threads);
+  return b + flash.bytes();
 }
 
 }  // namespace qvl

@@ -5,6 +5,7 @@
 // allocates nothing. bytes() is the activation memory; qvl bench reports its peak.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -38,6 +39,7 @@ struct TextActivations {
   std::vector<float> picked;  // [rows, H]: the rows that want logits, gathered for the LM head
   std::vector<float> logits;  // [rows, V]: several sequences' logits before they are handed out
   std::vector<AttentionThreadScratch> threads;  // [pool threads]
+  std::vector<std::array<int64_t, 4>> attention_items;  // [work items]: (sequence, kv head, first row, end row)
 
   // Sizes every buffer for n rows, `rows` of them wanting logits (logits: only when several sequences
   // share the pass) and `threads` pool threads.
@@ -56,13 +58,13 @@ struct VisionActivations {
   std::vector<float> attn;    // [N, D]: attention's output
   std::vector<float> tmp;     // [N, D]: proj's and fc2's output; a merger's hidden [N / m², m² D]
   std::vector<float> mlp;     // [min(N, mlp_rows), I]: fc1's output
-  std::vector<AttentionThreadScratch> threads;  // [pool threads]
+  FlashScratch flash;         // attention: every head's packed keys and values [heads, N, head_dim] x 2, the threads' blocks
   size_t peak = 0;            // the most bytes() has been
 
   // Sizes every buffer but pixels for N patches (the patch embedding sizes pixels, h, cos and sin itself,
   // and frees pixels before the blocks' buffers are sized).
-  void reserve(const VisionConfig& c, int64_t N, int64_t mlp_rows, int threads);
-  // Gives the blocks' scratch back (normed, qkv, attn, tmp, mlp, threads), keeping the hidden states and
+  void reserve(const VisionConfig& c, int64_t N, int64_t mlp_rows);
+  // Gives the blocks' scratch back (normed, qkv, attn, tmp, mlp, flash), keeping the hidden states and
   // rotary tables: a scheduler does so between slices of a pass, so that the decode rounds it runs in
   // between do not hold it; the next step() sizes it again.
   void release_blocks();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "kernels/attention.h"
 #include "model/convert.h"
 #include "model/config.h"
 #include "model/generation_config.h"
@@ -82,6 +83,10 @@ class Model {
   // False for a text GGUF loaded without a vision (mmproj) file: requests with images or videos are refused.
   bool has_vision() const { return facts_.vision; }
   const VisionW& vision() const { return vision_; }
+  // The vision tower's attention arithmetic (--vision-attention; kernels/attention.h): f32 unless set, before
+  // the model is shared.
+  AttentionPrecision vision_attention() const { return vision_attention_; }
+  void set_vision_attention(AttentionPrecision p) { vision_attention_ = p; }
   const TextW& text() const { return text_; }
   // The storage types in use (of a representative matrix).
   WeightType text_weight_type() const { return text_.layers.empty() ? WeightType::kF32 : text_.layers[0].q.type; }
@@ -99,6 +104,7 @@ class Model {
   void inject_outlier_channels(int count, float scale);
 
  private:
+  AttentionPrecision vision_attention_ = AttentionPrecision::kF32;
   Model() = default;
   static Result<std::unique_ptr<Model>> load_gguf(const std::string& path, const std::string& mmproj,
                                                   const WeightTypes& types, int threads);

@@ -4,12 +4,14 @@
 #include "model/text.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <string>
 
 #include "kernels/attention.h"
 #include "kernels/ops.h"
+#include "util/phase_clock.h"
 
 namespace qvl {
 
@@ -184,14 +186,21 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
   std::vector<float>& up = a.up;      // [n, I]
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t group = nh / nkv;
+  // qvl bench's breakdown (util/phase_clock.h): passes of several rows are prefill, of one row decode (a batched
+  // decode round of several sequences counts as prefill; bench runs one sequence).
+  const Phase gemm_phase = n > 1 ? Phase::kPrefillGemm : Phase::kDecodeGemm;
+  const Phase attention_phase = n > 1 ? Phase::kPrefillAttention : Phase::kDecodeAttention;
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     const TextLayerW& L = w.layers[layer];
     // hidden_states = self.input_layernorm(hidden_states)
     rms_norm(pool, h.data(), n, H, L.input_norm.data(), c.rms_norm_eps, x.data());
     // query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)); key_states likewise
-    matmul(pool, x.data(), n, L.q, nullptr, q.data());
-    matmul(pool, x.data(), n, L.k, nullptr, k.data());
-    matmul(pool, x.data(), n, L.v, nullptr, v.data());
+    {
+      ScopedPhase ph(gemm_phase);
+      matmul(pool, x.data(), n, L.q, nullptr, q.data());
+      matmul(pool, x.data(), n, L.k, nullptr, k.data());
+      matmul(pool, x.data(), n, L.v, nullptr, v.data());
+    }
     rms_norm(pool, q.data(), n * nh, hd, L.q_norm.data(), c.rms_norm_eps, q.data());
     rms_norm(pool, k.data(), n * nkv, hd, L.k_norm.data(), c.rms_norm_eps, k.data());
     // query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
@@ -202,36 +211,65 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
       }
     });
     // key_states, value_states = past_key_values.update(key_states, value_states, self.layer_idx)
+    ScopedPhase attention_clock(attention_phase);
+    pool.parallel_for(S * nkv, 1, [&](int, int64_t w0, int64_t w1) {
+      for (int64_t item = w0; item < w1; ++item) {
+        const int64_t s = item / nkv, kv = item % nkv;
+        for (int64_t i = 0; i < seqs[s].n; ++i)
+          seqs[s].cache->store(layer, static_cast<int>(kv), past[s] + i, &k[(row0[s] + i) * kvd + kv * hd],
+                               &v[(row0[s] + i) * kvd + kv * hd]);
+      }
+    });
     // Causal attention over each sequence's cache; query heads kv * group .. + group read kv head kv
-    // (repeat_kv), whose keys and values are appended to the cache and read back (widened from f16) once
-    // for the group. Work items: (sequence, kv head).
-    pool.parallel_for(S * nkv, 1, [&](int t, int64_t w0, int64_t w1) {
+    // (repeat_kv), whose keys and values are read back (widened from f16) once per work item for the group.
+    // Work items: (sequence, kv head, a chunk of its query rows): a prompt's rows are cut into chunks when
+    // the (sequence, kv head) pairs alone would leave threads idle (8 kv heads, 16 threads); each row's
+    // result is the same whichever chunk it is in (row_invariant), so the split never changes the bits.
+    const int64_t pairs = S * nkv, threads = pool.size();
+    std::vector<std::array<int64_t, 4>>& items = a.attention_items;  // (sequence, kv head, first row, end row)
+    items.clear();
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t ns = seqs[s].n;
+      const int64_t chunks =
+          pairs >= threads ? 1 : std::clamp<int64_t>((4 * threads + pairs - 1) / pairs, 1, std::max<int64_t>(1, ns / 16));
+      for (int64_t kv = 0; kv < nkv; ++kv)
+        for (int64_t c = 0; c < chunks; ++c) items.push_back({s, kv, c * ns / chunks, (c + 1) * ns / chunks});
+    }
+    pool.parallel_for_dynamic(static_cast<int64_t>(items.size()), 1, [&](int t, int64_t w0, int64_t w1) {
       AttentionThreadScratch& mine = a.threads[static_cast<size_t>(t)];
       AttentionScratch& scratch = mine.attention;
       std::vector<float>& kbuf = mine.keys;
       std::vector<float>& vbuf = mine.values;
       for (int64_t item = w0; item < w1; ++item) {
-        const int64_t s = item / nkv, kv = item % nkv;
-        KVCache& cache = *seqs[s].cache;
-        const int64_t ns = seqs[s].n, r0 = row0[s], p0 = past[s];
-        for (int64_t i = 0; i < ns; ++i)
-          cache.store(layer, static_cast<int>(kv), p0 + i, &k[(r0 + i) * kvd + kv * hd], &v[(r0 + i) * kvd + kv * hd]);
-        const float* kf = cache.keys(layer, static_cast<int>(kv), p0 + ns, kbuf);
-        const float* vf = cache.values(layer, static_cast<int>(kv), p0 + ns, vbuf);
+        const auto [s, kv, c0, c1] = items[static_cast<size_t>(item)];
+        const KVCache& cache = *seqs[s].cache;
+        const int64_t r0 = row0[s] + c0, p0 = past[s] + c0, rows = c1 - c0;
+        const float* kf = cache.keys(layer, static_cast<int>(kv), p0 + rows, kbuf);
+        const float* vf = cache.values(layer, static_cast<int>(kv), p0 + rows, vbuf);
         for (int64_t hh = kv * group; hh < (kv + 1) * group; ++hh)
-          attention_head(&q[r0 * qd + hh * hd], qd, ns, kf, hd, vf, hd, p0 + ns, hd, scale, /*causal_offset=*/p0,
+          attention_head(&q[r0 * qd + hh * hd], qd, rows, kf, hd, vf, hd, p0 + rows, hd, scale, /*causal_offset=*/p0,
                          &attn[r0 * qd + hh * hd], qd, scratch, /*row_invariant=*/true);
       }
     });
+    attention_clock.stop();
     // hidden_states = residual + self.o_proj(attn_output)
-    matmul(pool, attn.data(), n, L.o, nullptr, tmp.data());
+    {
+      ScopedPhase ph(gemm_phase);
+      matmul(pool, attn.data(), n, L.o, nullptr, tmp.data());
+    }
     add_inplace(pool, h.data(), tmp.data(), n * H);
     // hidden_states = residual + self.mlp(self.post_attention_layernorm(hidden_states))
     rms_norm(pool, h.data(), n, H, L.post_norm.data(), c.rms_norm_eps, x.data());
-    matmul(pool, x.data(), n, L.gate, nullptr, gate.data());
-    matmul(pool, x.data(), n, L.up, nullptr, up.data());
+    {
+      ScopedPhase ph(gemm_phase);
+      matmul(pool, x.data(), n, L.gate, nullptr, gate.data());
+      matmul(pool, x.data(), n, L.up, nullptr, up.data());
+    }
     silu_mul(pool, gate.data(), up.data(), n * I);
-    matmul(pool, gate.data(), n, L.down, nullptr, tmp.data());
+    {
+      ScopedPhase ph(gemm_phase);
+      matmul(pool, gate.data(), n, L.down, nullptr, tmp.data());
+    }
     add_inplace(pool, h.data(), tmp.data(), n * H);
     // hidden_states = self._deepstack_process(hidden_states, visual_pos_masks, deepstack_visual_embeds[layer_idx])
     for (int64_t s = 0; s < S; ++s) {
@@ -272,7 +310,10 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
   if (!any_logits) return;
   const bool one_out = S == 1;  // one sequence: its logits buffer takes all rows directly
   float* out = one_out ? seqs[0].logits : a.logits.data();  // [rows, V]
-  matmul(pool, x.data(), rows, w.lm_head, nullptr, out);
+  {
+    ScopedPhase ph(gemm_phase);
+    matmul(pool, x.data(), rows, w.lm_head, nullptr, out);
+  }
   emit("lm_head", out, {rows, V});
   if (one_out) return;
   int64_t r = 0;

@@ -7,6 +7,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/ops.h"
+#include "util/phase_clock.h"
 
 namespace qvl {
 
@@ -81,17 +82,12 @@ void rotary_tables(const VisionConfig& c, int gh, int gw, int merge, float* cos_
 }
 
 // Bidirectional multi-head attention within one image: qkv [L, 3 * D] (rotary already applied to q and k),
-// out [L, D]; one head per task, each thread on its own scratch.
-void attention(ThreadPool& pool, const float* qkv, int64_t L, int heads, int hd, float* out,
-               std::vector<AttentionThreadScratch>& threads) {
+// out [L, D] (kernels/attention.h: flash blocks, tasks of one head's query block).
+void attention(ThreadPool& pool, const float* qkv, int64_t L, int heads, int hd, float* out, AttentionPrecision precision,
+               FlashScratch& scratch) {
   const int64_t D = static_cast<int64_t>(heads) * hd, stride = 3 * D;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  pool.parallel_for(heads, 1, [&](int t, int64_t h0, int64_t h1) {
-    AttentionScratch& scratch = threads[static_cast<size_t>(t)].attention;
-    for (int64_t h = h0; h < h1; ++h)
-      attention_head(qkv + h * hd, stride, L, qkv + D + h * hd, stride, qkv + 2 * D + h * hd, stride, L, hd, scale,
-                     /*causal_offset=*/-1, out + h * hd, D, scratch);
-  });
+  attention_multihead(pool, qkv, qkv + D, qkv + 2 * D, stride, L, heads, hd, scale, out, D, precision, scratch);
 }
 
 // Qwen3VLVisionPatchMerger: [n, D] patches -> [n / m², out] tokens; its norm's output in act.normed and its
@@ -192,7 +188,7 @@ bool VisionEncoder::step(ThreadPool& pool, int max_blocks) {
   if (layer_ < c.depth && max_blocks > 0) {
     // The blocks' buffers (model/activations.h): sized by the constructor, and again here after a
     // scheduler gave them back between slices (release_blocks).
-    act_.reserve(c, N, kMlpRows, pool.size());
+    act_.reserve(c, N, kMlpRows);
     std::vector<float>& h = act_.h;            // [N, D]
     std::vector<float>& normed = act_.normed;  // [N, D]
     std::vector<float>& qkv = act_.qkv;        // [N, 3 D]
@@ -206,7 +202,10 @@ bool VisionEncoder::step(ThreadPool& pool, int max_blocks) {
       const VisionBlockW& b = w.blocks[layer];
       // hidden_states = hidden_states + self.attn(self.norm1(hidden_states), ...)
       layer_norm(pool, h.data(), N, D, b.norm1.w.data(), b.norm1.b.data(), c.layer_norm_eps, normed.data());
-      matmul(pool, normed.data(), N, b.qkv.w, b.qkv.bias(), qkv.data());
+      {
+        ScopedPhase ph(Phase::kVisionGemm);
+        matmul(pool, normed.data(), N, b.qkv.w, b.qkv.bias(), qkv.data());
+      }
       // query_states, key_states = apply_rotary_pos_emb_vision(q, k, cos, sin), per head
       pool.parallel_for(N, 64, [&](int, int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i)
@@ -216,14 +215,20 @@ bool VisionEncoder::step(ThreadPool& pool, int max_blocks) {
           }
       });
       // Attention is block-diagonal: each image (each frame group) attends only to itself (cu_seqlens).
-      int64_t off = 0;
-      for (const PreprocessedImage* im : images_) {
-        const int64_t per_frame = static_cast<int64_t>(im->grid_h) * im->grid_w;
-        for (int t = 0; t < im->grid_t; ++t, off += per_frame)
-          attention(pool, &qkv[static_cast<size_t>(off * 3 * D)], per_frame, c.num_heads, static_cast<int>(hd),
-                    &attn[static_cast<size_t>(off * D)], act_.threads);
+      {
+        ScopedPhase ph(Phase::kVisionAttention);
+        int64_t off = 0;
+        for (const PreprocessedImage* im : images_) {
+          const int64_t per_frame = static_cast<int64_t>(im->grid_h) * im->grid_w;
+          for (int t = 0; t < im->grid_t; ++t, off += per_frame)
+            attention(pool, &qkv[static_cast<size_t>(off * 3 * D)], per_frame, c.num_heads, static_cast<int>(hd),
+                      &attn[static_cast<size_t>(off * D)], model_.vision_attention(), act_.flash);
+        }
       }
-      matmul(pool, attn.data(), N, b.proj.w, b.proj.bias(), tmp.data());
+      {
+        ScopedPhase ph(Phase::kVisionGemm);
+        matmul(pool, attn.data(), N, b.proj.w, b.proj.bias(), tmp.data());
+      }
       add_inplace(pool, h.data(), tmp.data(), N * D);
       // hidden_states = hidden_states + self.mlp(self.norm2(hidden_states))
       layer_norm(pool, h.data(), N, D, b.norm2.w.data(), b.norm2.b.data(), c.layer_norm_eps, normed.data());
@@ -231,8 +236,12 @@ bool VisionEncoder::step(ThreadPool& pool, int max_blocks) {
       // buffer of the tower (50 MB for a 1024x768 image whole).
       for (int64_t r0 = 0; r0 < N; r0 += kMlpRows) {
         const int64_t rows = std::min(kMlpRows, N - r0);
-        matmul(pool, &normed[static_cast<size_t>(r0 * D)], rows, b.fc1.w, b.fc1.bias(), mlp.data());
+        {
+          ScopedPhase ph(Phase::kVisionGemm);
+          matmul(pool, &normed[static_cast<size_t>(r0 * D)], rows, b.fc1.w, b.fc1.bias(), mlp.data());
+        }
         gelu_tanh(pool, mlp.data(), rows * c.intermediate_size);
+        ScopedPhase ph(Phase::kVisionGemm);
         matmul(pool, mlp.data(), rows, b.fc2.w, b.fc2.bias(), &tmp[static_cast<size_t>(r0 * D)]);
       }
       add_inplace(pool, h.data(), tmp.data(), N * D);
@@ -241,6 +250,7 @@ bool VisionEncoder::step(ThreadPool& pool, int max_blocks) {
       auto ds = std::find(c.deepstack_visual_indexes.begin(), c.deepstack_visual_indexes.end(), layer);
       if (ds != c.deepstack_visual_indexes.end()) {
         const size_t j = static_cast<size_t>(ds - c.deepstack_visual_indexes.begin());
+        ScopedPhase ph(Phase::kVisionMerger);
         out_.deepstack[j] = patch_merger(pool, w.deepstack[j], c, h.data(), N, /*postshuffle=*/true, act_);
         emit("model.visual.deepstack_merger_list." + std::to_string(j), out_.deepstack[j].data(),
              {out_.n_tokens, out_.dim});
@@ -250,6 +260,7 @@ bool VisionEncoder::step(ThreadPool& pool, int max_blocks) {
   }
   if (layer_ == c.depth && !merged_) {
     // hidden_states = self.merger(hidden_states)
+    ScopedPhase ph(Phase::kVisionMerger);
     out_.embeds = patch_merger(pool, w.merger, c, act_.h.data(), N, /*postshuffle=*/false, act_);
     emit("model.visual.merger", out_.embeds.data(), {out_.n_tokens, out_.dim});
     merged_ = true;

@@ -8,8 +8,12 @@
 // type (qvl quantize --format gguf; vision f32) and runs it as qvl runs such a file: its K-quant matrices
 // through the K-quant GEMM tiles (integer products on 8-bit activations, as for q8_0 and q4_0).
 //
+// "attention:bf16" (alone or with weight types: vision:q8_0+attention:bf16) runs the vision tower's attention
+// in bf16 (--vision-attention bf16; f32 where the CPU has no AVX512_BF16, and the label says so).
+//
 // usage: qvl_accuracy --model DIR --image FILE [--tokens N] [--threads N] [--stress]
-//                     [--configs text:q4_0,gguf:q6_k,gguf:q4_k_m,...]
+//                     [--configs text:q4_0,gguf:q6_k,gguf:q4_k_m,attention:bf16,...]
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <cstdio>
@@ -20,6 +24,7 @@
 
 #include "engine/generate.h"
 #include "engine/prompt.h"
+#include "kernels/attention.h"
 #include "model/gguf_export.h"
 #include "model/mrope.h"
 #include "model/text.h"
@@ -34,7 +39,18 @@ struct Config {
   std::string label;
   WeightTypes types;
   std::string gguf;  // a GGUF text type to write the model as first ("" for none)
+  AttentionPrecision attention = AttentionPrecision::kF32;
 };
+
+// max |a - b| / max |a| over n values.
+double max_rel_error(const float* a, const float* b, size_t n) {
+  double mx = 0, diff = 0;
+  for (size_t i = 0; i < n; ++i) {
+    mx = std::max(mx, std::abs(double{a[i]}));
+    diff = std::max(diff, std::abs(double{a[i]} - b[i]));
+  }
+  return mx > 0 ? diff / mx : diff;
+}
 
 struct Outputs {
   std::vector<float> vision;  // image embeddings
@@ -112,12 +128,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::vector<Config> configs{{"float32 path (reference)", {}}};
+  std::vector<Config> configs{{"float32 path (reference)", {}, "", AttentionPrecision::kF32}};
   for (size_t s = 0; s < configs_arg.size();) {
     size_t e = configs_arg.find(',', s);
     if (e == std::string::npos) e = configs_arg.size();
     const std::string item = configs_arg.substr(s, e - s);
-    Config c{item, {}, ""};
+    Config c{item, {}, "", AttentionPrecision::kF32};
     if (item.rfind("gguf:", 0) == 0) {
       c.gguf = item.substr(5);
       if (!is_gguf_write_type(c.gguf)) {
@@ -134,6 +150,15 @@ int main(int argc, char** argv) {
       if (f == std::string::npos) f = item.size();
       const std::string part = item.substr(t, f - t);
       const size_t colon = part.find(':');
+      if (colon != std::string::npos && part.substr(0, colon) == "attention") {
+        if (!parse_attention_precision(part.substr(colon + 1), &c.attention)) {
+          std::fprintf(stderr, "bad config '%s' (attention:f32 or attention:bf16)\n", part.c_str());
+          return 2;
+        }
+        if (effective_attention_precision(c.attention) != c.attention) c.label += " (ran as f32: no AVX512_BF16)";
+        t = f + 1;
+        continue;
+      }
       WeightType wt;
       if (colon == std::string::npos || !weight_type_from_name(part.substr(colon + 1), &wt)) {
         std::fprintf(stderr, "bad config '%s'\n", part.c_str());
@@ -155,7 +180,8 @@ int main(int argc, char** argv) {
   MRopePositions pos;
   std::vector<PreprocessedImage> pre;
   Outputs ref;
-  std::printf("| weights | vision cosine | KL at prompt end | mean KL over %d tokens | top-1 agreement |\n|---|---|---|---|---|\n",
+  std::printf("| config | vision cosine | vision max error | logits max error at prompt end | KL at prompt end | mean KL over "
+              "%d tokens | top-1 agreement |\n|---|---|---|---|---|---|---|\n",
               tokens);
   const std::string scratch = (std::filesystem::temp_directory_path() / ("qvl-accuracy-" + std::to_string(::getpid()))).string();
   for (size_t ci = 0; ci < configs.size(); ++ci) {
@@ -185,6 +211,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     Model& model = **loaded;
+    model.set_vision_attention(configs[ci].attention);
     if (stress) model.inject_outlier_channels(/*count=*/4, /*scale=*/64.0f);
     if (ci == 0) {
       // The reference continuation: greedy tokens of the float32 path.
@@ -204,7 +231,7 @@ int main(int argc, char** argv) {
       ids = *build_prompt_ids(model.tokenizer(), render_chat_with_spans({user}), {pre[0].num_tokens()});
       pos = *get_rope_index(ids, {{pre[0].grid_t, pre[0].grid_h, pre[0].grid_w}}, {}, model.config().vision.spatial_merge_size);
       ref = run(model, pool, ids, pos, pre, continuation);
-      std::printf("| %s | 1 | 0 | 0 | 100%% |\n", configs[ci].label.c_str());
+      std::printf("| %s | 1 | 0 | 0 | 0 | 0 | 100%% |\n", configs[ci].label.c_str());
       std::fflush(stdout);
       continue;
     }
@@ -221,7 +248,9 @@ int main(int argc, char** argv) {
       kl_sum += kl(a, b, V);
       agree += argmax(a, V) == argmax(b, V);
     }
-    std::printf("| %s | %.6f | %.2e | %.2e | %.1f%% |\n", configs[ci].label.c_str(), dot / std::sqrt(na * nb),
+    std::printf("| %s | %.6f | %.2e | %.2e | %.2e | %.2e | %.1f%% |\n", configs[ci].label.c_str(), dot / std::sqrt(na * nb),
+                max_rel_error(ref.vision.data(), o.vision.data(), ref.vision.size()),
+                max_rel_error(ref.logits.data(), o.logits.data(), static_cast<size_t>(V)),
                 kl(ref.logits.data(), o.logits.data(), V), kl_sum / std::max<int64_t>(1, steps),
                 100.0 * agree / std::max<int64_t>(1, steps));
     std::fflush(stdout);
