@@ -474,22 +474,10 @@ std::optional<ApiError> make_inference_request(const ApiContext& ctx,
   ImageBudget budget = image_budget(ctx, options);
   const Model* model = ctx.scheduler.model();
   {  // URLs cost a fetch each (up to --media-url-timeout): a request names a few at most
-    auto is_url = [](std::string_view r) {
-      const size_t at = r.find_first_not_of(" \t\r\n");
-      if (at == std::string_view::npos) return false;
-      r.remove_prefix(at);
-      auto ci = [&](std::string_view p) {
-        if (r.size() < p.size()) return false;
-        for (size_t i = 0; i < p.size(); ++i)
-          if (std::tolower(static_cast<unsigned char>(r[i])) != p[i]) return false;
-        return true;
-      };
-      return ci("http://") || ci("https://");
-    };
     size_t urls = 0;
-    for (const auto& [ref, where] : images) urls += is_url(ref);
-    for (const VideoRef& v : videos) urls += is_url(v.ref);
-    for (const DocumentRef& d : documents) urls += is_url(d.ref);
+    for (const auto& [ref, where] : images) urls += is_media_url(ref);
+    for (const VideoRef& v : videos) urls += is_media_url(v.ref);
+    for (const DocumentRef& d : documents) urls += is_media_url(d.ref);
     if (urls > kMaxUrlsPerRequest)
       return ApiError{400, "the request names " + std::to_string(urls) + " image and video URLs; at most " +
                                std::to_string(kMaxUrlsPerRequest) + " are fetched per request (send the others inline)",

@@ -17,24 +17,10 @@ namespace qvl::server {
 
 namespace {
 
-// Whether a reference is an http(s) URL (fetched, so counted against the request's URL allowance).
-bool is_url(std::string_view r) {
-  const size_t at = r.find_first_not_of(" \t\r\n");
-  if (at == std::string_view::npos) return false;
-  r.remove_prefix(at);
-  auto starts = [&](std::string_view p) {
-    if (r.size() < p.size()) return false;
-    for (size_t i = 0; i < p.size(); ++i)
-      if (std::tolower(static_cast<unsigned char>(r[i])) != p[i]) return false;
-    return true;
-  };
-  return starts("http://") || starts("https://");
-}
-
 size_t count_urls(const RetrievalItem& item) {
   size_t n = 0;
-  for (const auto& [ref, where] : item.images) n += is_url(ref);
-  for (const VideoRef& v : item.videos) n += is_url(v.ref);
+  for (const auto& [ref, where] : item.images) n += is_media_url(ref);
+  for (const VideoRef& v : item.videos) n += is_media_url(v.ref);
   return n;
 }
 

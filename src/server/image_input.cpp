@@ -249,6 +249,11 @@ Result<std::string_view> file_uri_path(std::string_view ref, const std::string& 
 
 }  // namespace
 
+bool is_media_url(std::string_view ref) {
+  ref = trim(ref);
+  return starts_with_ci(ref, "http://") || starts_with_ci(ref, "https://");
+}
+
 Result<ImageRGB> load_request_image(std::string_view ref_in, const ImagePolicy& policy, const std::string& where,
                                     ImageBudget* budget) {
   const std::string_view ref = trim(ref_in);
@@ -263,7 +268,7 @@ Result<ImageRGB> load_request_image(std::string_view ref_in, const ImagePolicy& 
     QVL_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, decode_data_uri(ref, where, "data:image/jpeg;base64,<data>"));
     return decode_bytes(bytes);
   }
-  if (starts_with_ci(ref, "http://") || starts_with_ci(ref, "https://")) {
+  if (is_media_url(ref)) {
     if (!policy.urls || !policy.urls->enabled())
       return Status::Error(where + ": image URLs are not fetched (got " + quote(ref) +
                            "); send the image inline as a data: URI (data:image/jpeg;base64,...) or as base64 (a server "
@@ -332,7 +337,7 @@ Result<std::vector<uint8_t>> load_media_bytes(std::string_view ref_in, const Ima
   const std::string noun = kind.noun;
   if (ref.empty()) return Status::Error(where + ": empty " + noun + "; expected a data: URI or " + kind.data_name);
   if (starts_with_ci(ref, "data:")) return decode_data_uri(ref, where, kind.data_uri);
-  if (starts_with_ci(ref, "http://") || starts_with_ci(ref, "https://")) {
+  if (is_media_url(ref)) {
     if (!policy.urls || !policy.urls->enabled())
       return Status::Error(where + ": " + noun + " URLs are not fetched (got " + quote(ref) + "); " + kind.url_advice +
                            " (a server started with --allow-media-urls HOST fetches URLs of HOST)");

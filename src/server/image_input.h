@@ -92,6 +92,10 @@ std::string base64_encode(const uint8_t* data, size_t size);
 // are taken from image_dir, `..` components are refused, symlinks are resolved before the check.
 Result<std::string> resolve_image_path(std::string_view path, const ImagePolicy& policy);
 
+// Whether a request's image, video or document reference is an http(s) URL (fetched, within the request's
+// URL allowance): the test the loaders below apply, on the reference trimmed of white space.
+bool is_media_url(std::string_view ref);
+
 // One image reference from a request: "data:image/png;base64,...", bare base64, "file:///...", or a local
 // path. `where` names the field in errors ("messages[0].content[1].image_url").
 // With a budget, the image is admitted against it before decoding.

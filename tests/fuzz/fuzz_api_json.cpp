@@ -14,8 +14,11 @@
 #include "server/ollama_request.h"
 #include "server/openai_request.h"
 #include "util/status.h"
+#include "fuzz_util.h"
 
 namespace {
+
+using qvl::fuzz::refused;
 
 // The image parts the chat template shows (those of user and tool messages; it drops the others, and so
 // does the request parser, with a warning).
@@ -34,13 +37,6 @@ void check_options(const qvl::GenerateOptions& o) {
   QVL_CHECK(o.max_tokens >= 0 && o.max_tokens <= (1 << 20));
   QVL_CHECK(o.sampling.validate().ok());
   QVL_CHECK(o.sampling.top_k >= 0);
-}
-
-template <class T>
-bool refused(const qvl::Result<T>& r) {
-  if (r.ok()) return false;
-  QVL_CHECK(!r.status().message().empty());
-  return true;
 }
 
 }  // namespace

@@ -11,8 +11,11 @@
 #include "server/api.h"
 #include "server/retrieval_request.h"
 #include "util/status.h"
+#include "fuzz_util.h"
 
 namespace {
+
+using qvl::fuzz::refused;
 
 using qvl::server::RetrievalItem;
 
@@ -39,13 +42,6 @@ void check_rendered(const std::vector<qvl::ChatMessage>& messages, size_t images
   QVL_CHECK(count(text, "<|image_pad|>") >= images);
   QVL_CHECK(count(text, "<|video_pad|>") >= videos);
   QVL_CHECK(text.size() >= 22 && text.compare(text.size() - 22, 22, "<|im_start|>assistant\n") == 0);
-}
-
-template <class T>
-bool refused(const qvl::Result<T>& r) {
-  if (r.ok()) return false;
-  QVL_CHECK(!r.status().message().empty());
-  return true;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Helpers shared by the fuzz targets: a bounded JSON parse (the depth limit the server applies before
-// parsing), a per-process scratch file for readers that take a path, and reading the repository's files.
+// parsing), a per-process scratch file for readers that take a path, reading the repository's files, and the
+// check that a refusal says why.
 #pragma once
 
 #include <cstdint>
@@ -76,6 +77,15 @@ inline std::vector<uint8_t> read_repo_file(const std::string& path) {
     std::abort();
   }
   return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Whether a parser refused its input: true when it did, and then its refusal must say why (a non-empty
+// message); false when it accepted.
+template <class T>
+bool refused(const Result<T>& r) {
+  if (r.ok()) return false;
+  QVL_CHECK(!r.status().message().empty());
+  return true;
 }
 
 }  // namespace qvl::fuzz

@@ -70,18 +70,18 @@ class Server:
 
 
 @contextlib.contextmanager
-def run_server(*extra_args: str, api_key: str | None = None, env: dict | None = None):
-    """Starts `qvl serve --demo` on a free port (with `env` added to the environment), waits for /health 200,
-    yields a Server, stops it with SIGTERM."""
-    binary, files = _binary(), _model_files()
+def run_server(*extra_args: str, api_key: str | None = None, env: dict | None = None, model: pathlib.Path | None = None):
+    """Starts `qvl serve --demo` (or `--model MODEL`) on a free port (with `env` added to the environment), waits
+    for /health 200, yields a Server, stops it with SIGTERM."""
+    binary = _binary()
+    which = ["--model", str(model)] if model else ["--demo", "--model-files", str(_model_files())]
     args = list(extra_args) + (["--api-key", api_key] if api_key else [])
     log = pathlib.Path(tempfile.mkstemp(prefix="qvl-serve-", suffix=".log")[1])
     for attempt in range(3):  # a free port can be taken between the probe and the bind: try another
         port = _free_port()
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                [str(binary), "serve", "--demo", "--model-files", str(files), "--port", str(port), "--threads", "1",
-                 *args],
+                [str(binary), "serve", *which, "--port", str(port), "--threads", "1", *args],
                 stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + scaled(120)

@@ -64,21 +64,11 @@ class Terminal:
         return False
 
     def finish(self, timeout: float) -> int:
-        if getattr(self, "status", None) is not None:  # already reaped by exited_within
-            return os.waitstatus_to_exitcode(self.status)
-        deadline = time.monotonic() + scaled(timeout)
-        while time.monotonic() < deadline:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                return os.waitstatus_to_exitcode(status)
-            try:
-                r, _, _ = select.select([self.fd], [], [], 0.1)
-                if r:
-                    self.out += os.read(self.fd, 65536)
-            except OSError:
-                pass
-        os.kill(self.pid, 9)
-        raise AssertionError("qvl chat did not exit")
+        """The exit code once the process ends within timeout (scaled); killed and an error otherwise."""
+        if getattr(self, "status", None) is None and not self.exited_within(timeout):
+            os.kill(self.pid, 9)
+            raise AssertionError("qvl chat did not exit")
+        return os.waitstatus_to_exitcode(self.status)
 
 
 def run_answer(model, text: str) -> str:

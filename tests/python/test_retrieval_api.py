@@ -4,67 +4,21 @@ alone, /v1/rerank and Ollama's /api/embed over plain HTTP (and the `ollama` pack
 model kind, over-long text, token ids and bad dimensions. The vectors' values against the reference are
 checked in tests/test_retrieval.cpp; here, what a client sees."""
 import base64
-import contextlib
 import json
 import math
 import pathlib
 import struct
 import subprocess
-import tempfile
-import time
 import urllib.request
 
 import ollama
 import openai
 import pytest
 
-from conftest import _binary, _free_port, _model_files, get_json, scaled
+from conftest import _binary, _model_files, get_json, run_server, scaled
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HIDDEN = 128  # the tiny presets' hidden size: the embedding's length
-
-
-@contextlib.contextmanager
-def serve_model(model: pathlib.Path):
-    """`qvl serve --model MODEL` on a free port (conftest's run_server serves --demo only); yields its URL once
-    /health is 200, stops it with SIGTERM."""
-    log = pathlib.Path(tempfile.mkstemp(prefix="qvl-serve-", suffix=".log")[1])
-    for attempt in range(3):  # a free port can be taken between the probe and the bind: try another
-        port = _free_port()
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                [str(_binary()), "serve", "--model", str(model), "--port", str(port), "--threads", "1"],
-                stdout=out, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + scaled(120)
-        status = 0
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                status, _ = get_json(url + "/health", timeout=2)
-            except OSError:
-                status = 0
-            if status == 200:
-                break
-            time.sleep(0.2)
-        if status == 200:
-            break
-        proc.kill()
-        proc.wait()
-        text = log.read_text(errors="replace")
-        if "cannot listen" not in text or attempt == 2:
-            pytest.fail(f"qvl serve --model {model} did not become ready (last /health: {status}); its log:\n{text}")
-    try:
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=scaled(20))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.returncode not in (0, -15):
-            print(f"qvl serve exited with {proc.returncode}; its log:\n{log.read_text(errors='replace')}")
-        log.unlink(missing_ok=True)
 
 
 def make_model(tmp_path_factory, preset: str) -> pathlib.Path:
@@ -76,14 +30,14 @@ def make_model(tmp_path_factory, preset: str) -> pathlib.Path:
 
 @pytest.fixture(scope="module")
 def embedder(tmp_path_factory):
-    with serve_model(make_model(tmp_path_factory, "tiny-embedding")) as url:
-        yield url
+    with run_server(model=make_model(tmp_path_factory, "tiny-embedding")) as s:
+        yield s.url
 
 
 @pytest.fixture(scope="module")
 def reranker(tmp_path_factory):
-    with serve_model(make_model(tmp_path_factory, "tiny-reranker")) as url:
-        yield url
+    with run_server(model=make_model(tmp_path_factory, "tiny-reranker")) as s:
+        yield s.url
 
 
 @pytest.fixture(scope="module")
