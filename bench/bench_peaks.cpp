@@ -38,31 +38,48 @@ void BM_PeakFmaF32(benchmark::State& state) {
 BENCHMARK(BM_PeakFmaF32)->ThreadRange(1, 2)->UseRealTime();
 
 // int8 dot products as the quantized kernels run them: maddubs (32 u8 x s8 products, pairwise summed) +
-// madd with ones + add, on 8 independent chains, operands loaded from L1 so nothing is loop-invariant.
+// madd with ones + add, on 6 independent chains. Written in assembly: with intrinsics the compiler saw that
+// maddubs's operands never change and hoisted both multiplies out of the loop, so this measured the adds
+// alone (until 2026-12-06: ~2x the true peak on a Zen 2; BENCHMARKS.md).
 void BM_PeakInt8Dot(benchmark::State& state) {
   if (!qvl::avx2_kernels()) return state.SkipWithError("no AVX2");
-  alignas(32) int8_t xs[8][32], ys[8][32];
-  for (int i = 0; i < 8; ++i)
-    for (int j = 0; j < 32; ++j) xs[i][j] = static_cast<int8_t>(j % 7), ys[i][j] = static_cast<int8_t>(j % 5 - 2);
-  __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
-  const __m256i ones = _mm256_set1_epi16(1);
   constexpr int kInner = 1000;
-  auto step = [&](__m256i& c, int i) {
-    const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(xs[i]));
-    const __m256i y = _mm256_load_si256(reinterpret_cast<const __m256i*>(ys[i]));
-    c = _mm256_add_epi32(c, _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), ones));
-  };
   for (auto _ : state) {
-    for (int r = 0; r < kInner; ++r) {
-      step(c0, 0); step(c1, 1); step(c2, 2); step(c3, 3); step(c4, 4); step(c5, 5); step(c6, 6); step(c7, 7);
-      benchmark::ClobberMemory();  // the operands may change: reload them every round
-    }
+    int64_t n = kInner;
+    asm volatile(
+        "vpcmpeqb %%ymm15, %%ymm15, %%ymm15\n\t"
+        "vpabsb %%ymm15, %%ymm14\n\t"        // u8 ones
+        "vpabsw %%ymm15, %%ymm13\n\t"        // int16 ones, madd's second operand
+        "1:\n\t"
+        "vpmaddubsw %%ymm15, %%ymm14, %%ymm6\n\t"
+        "vpmaddubsw %%ymm15, %%ymm14, %%ymm7\n\t"
+        "vpmaddubsw %%ymm15, %%ymm14, %%ymm8\n\t"
+        "vpmaddubsw %%ymm15, %%ymm14, %%ymm9\n\t"
+        "vpmaddubsw %%ymm15, %%ymm14, %%ymm10\n\t"
+        "vpmaddubsw %%ymm15, %%ymm14, %%ymm11\n\t"
+        "vpmaddwd %%ymm13, %%ymm6, %%ymm6\n\t"
+        "vpmaddwd %%ymm13, %%ymm7, %%ymm7\n\t"
+        "vpmaddwd %%ymm13, %%ymm8, %%ymm8\n\t"
+        "vpmaddwd %%ymm13, %%ymm9, %%ymm9\n\t"
+        "vpmaddwd %%ymm13, %%ymm10, %%ymm10\n\t"
+        "vpmaddwd %%ymm13, %%ymm11, %%ymm11\n\t"
+        "vpaddd %%ymm6, %%ymm0, %%ymm0\n\t"
+        "vpaddd %%ymm7, %%ymm1, %%ymm1\n\t"
+        "vpaddd %%ymm8, %%ymm2, %%ymm2\n\t"
+        "vpaddd %%ymm9, %%ymm3, %%ymm3\n\t"
+        "vpaddd %%ymm10, %%ymm4, %%ymm4\n\t"
+        "vpaddd %%ymm11, %%ymm5, %%ymm5\n\t"
+        "dec %0\n\t"
+        "jnz 1b\n\t"
+        "vzeroupper"
+        : "+r"(n)
+        :
+        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm13",
+          "xmm14", "xmm15", "cc");
   }
-  benchmark::DoNotOptimize(_mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3)),
-                                            _mm256_add_epi32(_mm256_add_epi32(c4, c5), _mm256_add_epi32(c6, c7))));
   // 32 multiplies + 32 adds per maddubs/madd/add triple.
   state.counters["GOP/s"] = benchmark::Counter(
-      64.0 * 8 * kInner, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kAvgThreadsRate,
+      64.0 * 6 * kInner, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kAvgThreadsRate,
       benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_PeakInt8Dot)->ThreadRange(1, 2)->UseRealTime();
