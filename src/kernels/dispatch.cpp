@@ -366,6 +366,10 @@ struct CoreRow {
   int q_block, kv_block, row_block;
 };
 const CoreRow kCores[] = {
+    {"AuthenticAMD", 0x17, 0x00, 0x2F, "AMD Zen / Zen+", false, 0, 0, 0},
+    // Zen 2 timed on a Rome (model 49): the flash blocks from 96x256 to 96x1024 and GEMM row blocks 64-256 all
+    // within 3% (BENCHMARKS.md, "Large images on a Zen 2"); 96x512 is the size its 512 KiB L2 derives.
+    {"AuthenticAMD", 0x17, 0x30, 0xAF, "AMD Zen 2", true, 96, 512, 128},
     {"AuthenticAMD", 0x19, 0x00, 0x0F, "AMD Zen 3", false, 0, 0, 0},
     {"AuthenticAMD", 0x19, 0x20, 0x5F, "AMD Zen 3", false, 0, 0, 0},
     {"AuthenticAMD", 0x19, 0x10, 0x1F, "AMD Zen 4", false, 0, 0, 0},
