@@ -701,6 +701,38 @@ TEST(ThreadPool, DynamicParallelForCoversEveryIndexOnce) {
   }
 }
 
+// 64 threads, more than this machine's CPUs as a rule: calls that need two threads (the rest left out and not
+// waited for) between calls that need all of them, so that a left-out thread may wake to a generation after
+// the next call has replaced the job. Every index once per call, no thread past the call's count, and each
+// thread at most once per call.
+TEST(ThreadPool, ManyThreadsCallsThatUseFewLeaveTheRestOut) {
+  ThreadPool pool(64);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  EXPECT_EQ(pool.oversubscribed(), 64 > CPU_COUNT(&set));
+  for (int round = 0; round < 300; ++round) {
+    const int64_t n = round % 3 == 2 ? 640 : 2;
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    std::vector<std::atomic<int>> calls(64);
+    pool.parallel_for(n, round % 3 == 2 ? 10 : 1, [&](int t, int64_t b, int64_t e) {
+      calls[static_cast<size_t>(t)]++;
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+    });
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "round " << round;
+    for (int t = 0; t < 64; ++t) {
+      ASSERT_LE(calls[static_cast<size_t>(t)].load(), 1) << "round " << round << " thread " << t;
+      if (n == 2 && t >= 2) ASSERT_EQ(calls[static_cast<size_t>(t)].load(), 0) << "round " << round << " thread " << t;
+    }
+    std::atomic<int64_t> sum{0};
+    pool.parallel_for_dynamic(n, 3, [&](int t, int64_t b, int64_t e) {
+      EXPECT_LT(t, std::min<int64_t>(64, (n + 2) / 3));
+      for (int64_t i = b; i < e; ++i) sum += i;
+    });
+    ASSERT_EQ(sum.load(), n * (n - 1) / 2) << "round " << round;
+  }
+}
+
 TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);

@@ -256,6 +256,17 @@ void add_thread_options(CLI::App& app, int& threads, bool* pin) {
   app.add_option("-t,--threads", threads, "model threads")
       ->type_name("N")
       ->check(integer_in(1, 1024))
+      ->each([](const std::string& value) {
+        // Allowed, for tests and for taking turns on purpose, but rarely what was meant.
+        int cpus = 0;
+        allowed_core_cpus(&cpus);
+        const long n = std::strtol(value.c_str(), nullptr, 10);
+        if (cpus > 0 && n > cpus)
+          std::fprintf(stderr,
+                       "qvl: --threads %ld is more than the %d CPUs this process may use: the threads will take turns "
+                       "on them, slower than --threads %d\n",
+                       n, cpus, cpus);
+      })
       ->default_str(std::to_string(threads > 0 ? threads : cores) +
                     (threads <= 0 || threads == cores
                          ? ", one per physical core this process may use, within its cgroup CPU quota"

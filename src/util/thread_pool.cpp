@@ -24,13 +24,26 @@ inline void cpu_relax() {
   _mm_pause();
 #endif
 }
-// Spin this many rounds (~tens of microseconds) before sleeping on the condition variable.
+// Spin this many rounds (tens of microseconds to a millisecond, by the CPU's pause) before sleeping on the
+// condition variable: not at all when the pool has more threads than CPUs, where a spinning thread takes the
+// time slice of one that has work (64 threads on 2 CPUs: every call waited for dozens of spinners).
 constexpr int kSpinRounds = 20000;
+
+// Logical CPUs in this process's affinity mask; 0 when it cannot be read.
+int allowed_cpu_count() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
+  return CPU_COUNT(&set);
+}
 
 // The (package, core) a logical CPU belongs to, from /sys; false where the topology is not there.
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+  const int cpus = allowed_cpu_count();
+  oversubscribed_ = cpus > 0 && n_threads_ > cpus;
+  spin_rounds_ = oversubscribed_ ? 0 : kSpinRounds;
   for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 
@@ -49,7 +62,7 @@ void ThreadPool::worker(int index) {
   for (;;) {
     // Wait for a new generation: spin first, then sleep.
     uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < kSpinRounds; ++spin) {
+    for (int spin = 0; gen == seen && spin < spin_rounds_; ++spin) {
       cpu_relax();
       gen = generation_.load(std::memory_order_acquire);
     }
@@ -58,11 +71,14 @@ void ThreadPool::worker(int index) {
       cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
       gen = generation_.load(std::memory_order_acquire);
     }
-    seen = gen;
     const std::function<void(int)>* job;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
+      // The generation read again under the lock, with the job it belongs to: a thread that a call left out
+      // is not waited for, so it may see a generation only after the next call has replaced job_.
+      seen = generation_.load(std::memory_order_acquire);
+      if (index >= active_) continue;  // this call does not need this thread, nor waits for it
       job = job_;
     }
     (*job)(index);
@@ -70,20 +86,26 @@ void ThreadPool::worker(int index) {
   }
 }
 
-void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
-  if (n_threads_ == 1) {
+void ThreadPool::run_on_first(int used, const std::function<void(int)>& fn) {
+  used = std::clamp(used, 1, n_threads_);
+  if (used == 1) {
     fn(0);
     return;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = &fn;
-    pending_.store(n_threads_ - 1, std::memory_order_release);
+    active_ = used;
+    pending_.store(used - 1, std::memory_order_release);
     generation_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_all();
   fn(0);
-  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+  if (oversubscribed_) {
+    while (pending_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  } else {
+    while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+  }
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int, int64_t, int64_t)>& fn) {
@@ -96,8 +118,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     return;
   }
   // Thread t gets chunks [t*chunks/used, (t+1)*chunks/used).
-  run_on_all([&](int t) {
-    if (t >= used) return;
+  run_on_first(used, [&](int t) {
     const int64_t c0 = t * chunks / used, c1 = (t + 1) * chunks / used;
     const int64_t b = c0 * grain, e = std::min(n, c1 * grain);
     if (b < e) fn(t, b, e);
@@ -112,7 +133,8 @@ void ThreadPool::parallel_for_dynamic(int64_t n, int64_t chunk, const std::funct
     return;
   }
   std::atomic<int64_t> next{0};
-  run_on_all([&](int t) {
+  // No more threads than chunks: a thread that would find nothing left is not woken for it.
+  run_on_first(static_cast<int>(std::min<int64_t>(n_threads_, (n + chunk - 1) / chunk)), [&](int t) {
     for (;;) {
       const int64_t b = next.fetch_add(chunk, std::memory_order_relaxed);
       if (b >= n) return;

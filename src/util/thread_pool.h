@@ -34,7 +34,11 @@ class ThreadPool {
   void parallel_for_dynamic(int64_t n, int64_t chunk, const std::function<void(int, int64_t, int64_t)>& fn);
 
   // Runs fn(thread_index) once on each thread.
-  void run_on_all(const std::function<void(int)>& fn);
+  void run_on_all(const std::function<void(int)>& fn) { run_on_first(n_threads_, fn); }
+
+  // True when the pool has more threads than the CPUs this process may run on (its affinity mask): its
+  // threads then wait without spinning, so that the ones with work get the CPUs.
+  bool oversubscribed() const { return oversubscribed_; }
 
   // Pins thread i of the pool (0: the calling thread) to one logical CPU of the i-th physical core among
   // the CPUs this process may run on (so `taskset` still decides which), wrapping around when there are
@@ -43,12 +47,18 @@ class ThreadPool {
 
  private:
   void worker(int index);
+  // Runs fn(thread_index) on threads 0 .. used-1; the others are not waited for (they may be asleep or, on
+  // an oversubscribed machine, not scheduled).
+  void run_on_first(int used, const std::function<void(int)>& fn);
 
   int n_threads_;
+  bool oversubscribed_ = false;
+  int spin_rounds_ = 0;  // how long a waiting thread spins before it sleeps (0 when oversubscribed)
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable cv_;
   const std::function<void(int)>* job_ = nullptr;
+  int active_ = 0;  // threads 0 .. active_-1 run job_ (guarded by mu_, like job_)
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   bool stop_ = false;
