@@ -29,19 +29,13 @@ inline void cpu_relax() {
 // time slice of one that has work (64 threads on 2 CPUs: every call waited for dozens of spinners).
 constexpr int kSpinRounds = 20000;
 
-// Logical CPUs in this process's affinity mask; 0 when it cannot be read.
-int allowed_cpu_count() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
-  return CPU_COUNT(&set);
-}
 
 // The (package, core) a logical CPU belongs to, from /sys; false where the topology is not there.
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
-  const int cpus = allowed_cpu_count();
+  int cpus = 0;  // logical CPUs in this process's affinity mask (0: unreadable)
+  allowed_core_cpus(&cpus);
   oversubscribed_ = cpus > 0 && n_threads_ > cpus;
   spin_rounds_ = oversubscribed_ ? 0 : kSpinRounds;
   for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
