@@ -856,19 +856,27 @@ def pixel_group(port, pid):
     """Cheap files, expensive pixels (issue 29): six 10000x10000 1-bit PNGs of zeros (13 KB each) asked at
     detail low. Each is decoded at full size (the reference resizes the full image), but one at a time and
     resized at once, so the server's peak memory grows by about one image (300 MB of RGB), not six. Returns
-    (name, ok, detail) rows."""
+    (name, ok, detail) rows. Under ASan (QVL_SANITIZE=address, the asan preset) one image is sent and the
+    memory bound is not judged: ASan's shadow memory and freed-memory quarantine are not the server's own
+    peak, and six decodes took a minute of the suite's four there; the one still runs the huge-image path
+    under ASan and UBSan."""
+    sanitized = os.environ.get("QVL_SANITIZE", "") == "address"
+    images = 1 if sanitized else 6
     png = base64.b64encode(big_png_1bit(10000, 10000)).decode()
     body = {"model": "x", "max_tokens": 2, "messages": [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + png, "detail": "low"}} for _ in range(6)]
-        + [{"type": "text", "text": "what?"}]}]}
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + png, "detail": "low"}}
+        for _ in range(images)] + [{"type": "text", "text": "what?"}]}]}
     before = hwm_mb(pid)
     t0 = time.monotonic()
     r = send_raw(port, request("POST", "/v1/chat/completions", js(body), JSON, port), timeout=scaled(120))
     grew = hwm_mb(pid) - before
-    print(f"pixels: six 10000x10000 PNGs at detail low: status {r.status} in {time.monotonic() - t0:.1f} s; "
+    print(f"pixels: {images} 10000x10000 PNGs at detail low: status {r.status} in {time.monotonic() - t0:.1f} s; "
           f"peak RSS grew by {grew:.0f} MB")
-    return [("six 10000x10000 PNGs answered", r.status == 200, f"status {r.status}: {r.body[:200]!r}"),
-            ("six 10000x10000 PNGs decoded one at a time", grew < 900, f"peak RSS grew by {grew:.0f} MB (bound 900)")]
+    rows = [(f"{images} 10000x10000 PNGs answered", r.status == 200, f"status {r.status}: {r.body[:200]!r}")]
+    if not sanitized:
+        rows.append(("six 10000x10000 PNGs decoded one at a time", grew < 900,
+                     f"peak RSS grew by {grew:.0f} MB (bound 900)"))
+    return rows
 
 
 def judge(kind, r):
