@@ -28,7 +28,9 @@ Result<Mat> convert_matrix(const Mat& m, WeightType type, const std::string& nam
     return Status::Error(name + ": " + std::to_string(m.cols) + " columns cannot be split into blocks of " +
                          std::to_string(kQK) + " for " + weight_type_name(type) + "; choose f16 or bf16");
   const size_t rb = row_bytes(type, m.cols);
-  arena.push_back(std::make_unique<uint8_t[]>(rb * static_cast<size_t>(m.rows)));
+  // Not zero-filled: the pool's threads write every byte below, so each page is first touched by one of them
+  // (on a NUMA machine the matrix spreads over the nodes the threads run on, not all on the loading thread's).
+  arena.push_back(std::make_unique_for_overwrite<uint8_t[]>(rb * static_cast<size_t>(m.rows)));
   uint8_t* dst = arena.back().get();
   Mat out{type, m.rows, m.cols, dst};
   if (is_block32_quant(type) && m.rows % 8 == 0) {
@@ -61,7 +63,7 @@ Result<Mat> convert_matrix(const Mat& m, WeightType type, const std::string& nam
 
 Result<Mat> interleave_matrix(const Mat& m, ThreadPool& pool, WeightArena& arena, bool release_source) {
   if (!is_interleavable(m.type) || m.layout != Layout::kRows || m.rows % 8 != 0) return m;
-  arena.push_back(std::make_unique<uint8_t[]>(m.bytes()));
+  arena.push_back(std::make_unique_for_overwrite<uint8_t[]>(m.bytes()));  // first touched by the pool's threads
   uint8_t* dst = arena.back().get();
   const size_t group_bytes = 8 * row_bytes(m.type, m.cols);
   pool.parallel_for(m.rows / 8, 64, [&](int, int64_t g0, int64_t g1) {
