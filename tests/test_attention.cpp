@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <random>
+#include <string>
 
 #include <unistd.h>
 
@@ -291,26 +293,66 @@ TEST(ManyThreads, VisionTowerAndPrefillGiveTheSameBitsAt1To64Threads) {
   auto pre = preprocess_image(img, model.image_config(), PreprocessOptions{});
   ASSERT_TRUE(pre.ok()) << pre.status().message();
   // 200 rows: the prefill attention's row chunks differ with the thread count (1, 8, 12 and 12 per kv head).
+  // Every layer's output rows are compared (the dump), and the last row's logits: the LM head over all 200 rows
+  // (200 x 151,936 dot products a run) took most of this test's 2 minutes under qemu. The cache is f16 (the
+  // default): with no more threads than kv heads each thread widens its kv head's keys and values itself,
+  // with more they are widened once per kv head into shared buffers (text.cpp); the bits are the same.
   const int64_t n = 200, V = model.config().text.vocab_size;
   std::vector<int32_t> ids(static_cast<size_t>(n)), pos(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>((i * 7919) % 1000 + 10), pos[i] = static_cast<int32_t>(i);
   const int32_t* p3[3] = {pos.data(), pos.data(), pos.data()};
-  auto run = [&](int threads, std::vector<float>& vision, std::vector<float>& logits) {
-    ThreadPool pool(threads);
-    vision = encode_images(model, pool, {&*pre}).embeds;
-    KVCache cache(model.config().text, n, KVType::kF32);
-    logits.assign(static_cast<size_t>(n * V), 0.0f);
-    text_forward(model, pool, cache, ids.data(), n, p3, nullptr, LogitsMode::kAll, logits.data());
-  };
-  std::vector<float> vision1, logits1;
-  run(1, vision1, logits1);
-  ASSERT_FALSE(vision1.empty());
-  for (int threads : {2, 16, 64}) {
+  struct Run {
     std::vector<float> vision, logits;
-    run(threads, vision, logits);
-    ASSERT_EQ(vision.size(), vision1.size());
-    EXPECT_EQ(0, std::memcmp(vision.data(), vision1.data(), vision1.size() * 4)) << "vision tower, " << threads << " threads";
-    EXPECT_EQ(0, std::memcmp(logits.data(), logits1.data(), logits1.size() * 4)) << "prefill logits, " << threads << " threads";
+    std::map<std::string, std::vector<float>> layers;  // "model.language_model.layers.L" -> [n, hidden]
+  };
+  const TextConfig& tc = model.config().text;
+  const int64_t nkv = tc.num_key_value_heads;
+  auto run = [&](int threads, Run& r) {
+    ThreadPool pool(threads);
+    r.vision = encode_images(model, pool, {&*pre}).embeds;
+    KVCache cache(tc, n, KVType::kF16);
+    r.logits.assign(static_cast<size_t>(V), 0.0f);
+    const DumpFn dump = [&r](const std::string& name, const float* data, const std::vector<int64_t>& shape) {
+      int64_t count = 1;
+      for (int64_t d : shape) count *= d;
+      r.layers[name].assign(data, data + count);
+    };
+    TextSeq seq;
+    seq.cache = &cache;
+    seq.ids = ids.data();
+    seq.n = n;
+    for (int axis = 0; axis < 3; ++axis) seq.pos[axis] = p3[axis];
+    seq.logits = r.logits.data();
+    TextActivations act;
+    text_forward_batch(model, pool, {seq}, &dump, &act);
+    // Where the keys and values were widened: per thread up to nkv threads, else shared (nkv x 200 positions)
+    // and no thread holds a widened copy.
+    size_t per_thread = 0;
+    for (const AttentionThreadScratch& t : act.threads) per_thread += t.keys.size() + t.values.size();
+    const size_t shared = act.shared_keys.size() + act.shared_values.size();
+    if (threads > nkv) {
+      EXPECT_EQ(per_thread, 0u) << threads << " threads";
+      EXPECT_EQ(shared, static_cast<size_t>(2 * nkv * n * tc.head_dim)) << threads << " threads";
+    } else {
+      EXPECT_GT(per_thread, 0u) << threads << " threads";
+      EXPECT_EQ(shared, 0u) << threads << " threads";
+    }
+  };
+  Run one;
+  run(1, one);
+  ASSERT_FALSE(one.vision.empty());
+  ASSERT_EQ(one.layers.count("model.language_model.layers." + std::to_string(model.config().text.num_hidden_layers - 1)), 1u);
+  for (int threads : {2, 16, 64}) {
+    Run r;
+    run(threads, r);
+    ASSERT_EQ(r.vision.size(), one.vision.size());
+    EXPECT_EQ(0, std::memcmp(r.vision.data(), one.vision.data(), one.vision.size() * 4)) << "vision tower, " << threads << " threads";
+    ASSERT_EQ(r.layers.size(), one.layers.size());
+    for (const auto& [name, rows] : one.layers) {
+      ASSERT_EQ(r.layers[name].size(), rows.size()) << name;
+      EXPECT_EQ(0, std::memcmp(r.layers[name].data(), rows.data(), rows.size() * 4)) << name << ", " << threads << " threads";
+    }
+    EXPECT_EQ(0, std::memcmp(r.logits.data(), one.logits.data(), one.logits.size() * 4)) << "last logits, " << threads << " threads";
   }
   std::filesystem::remove_all(dir);
 }

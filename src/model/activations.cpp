@@ -41,9 +41,15 @@ void TextActivations::reserve(const TextConfig& c, int64_t n, int64_t rows, bool
   if (threads.size() < static_cast<size_t>(n_threads)) threads.resize(static_cast<size_t>(n_threads));
 }
 
+void TextActivations::reserve_shared(int64_t n) {
+  grow(shared_keys, n);
+  grow(shared_values, n);
+}
+
 size_t TextActivations::bytes() const {
   size_t b = 0;
-  for (const std::vector<float>* v : {&h, &cos, &sin, &x, &q, &k, &v, &attn, &tmp, &gate, &up, &picked, &logits})
+  for (const std::vector<float>* v :
+       {&h, &cos, &sin, &x, &q, &k, &v, &attn, &tmp, &gate, &up, &picked, &logits, &shared_keys, &shared_values})
     b += floats(*v);
   return b + scratch_bytes(threads);
 }

@@ -40,10 +40,18 @@ struct TextActivations {
   std::vector<float> logits;  // [rows, V]: several sequences' logits before they are handed out
   std::vector<AttentionThreadScratch> threads;  // [pool threads]
   std::vector<std::array<int64_t, 4>> attention_items;  // [work items]: (sequence, kv head, first row, end row)
+  // An f16 cache's keys and values widened once per (sequence, kv head) pair, when there are fewer pairs
+  // than threads (text.cpp): pair p's positions [0, its length) at shared_offsets[p].
+  std::vector<float> shared_keys;             // [sum over pairs of the pair's length, head_dim]
+  std::vector<float> shared_values;           // [sum over pairs of the pair's length, head_dim]
+  std::vector<int64_t> shared_offsets;        // [pairs + 1]
+  std::vector<std::array<int64_t, 3>> widen_blocks;  // [blocks]: (pair, first position, end position)
 
   // Sizes every buffer for n rows, `rows` of them wanting logits (logits: only when several sequences
   // share the pass) and `threads` pool threads.
   void reserve(const TextConfig& c, int64_t n, int64_t rows, bool gathered_logits, int threads);
+  // Sizes shared_keys and shared_values for `floats` floats each.
+  void reserve_shared(int64_t floats);
   size_t bytes() const;
 };
 

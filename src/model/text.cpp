@@ -56,6 +56,19 @@ const float* KVCache::read(const uint8_t* base, int layer, int head, int64_t n, 
   return buf.data();
 }
 
+void KVCache::widen(int layer, int head, int64_t p0, int64_t p1, float* keys_out, float* values_out) const {
+  QVL_CHECK(p0 >= 0 && p0 <= p1 && p1 <= capacity_);
+  const size_t at = index(layer, head, p0);
+  const int64_t count = (p1 - p0) * head_dim_;
+  if (type_ == KVType::kF32) {
+    std::copy_n(reinterpret_cast<const float*>(k_.get()) + at, count, keys_out);
+    std::copy_n(reinterpret_cast<const float*>(v_.get()) + at, count, values_out);
+    return;
+  }
+  row_to_f32(Mat{WeightType::kF16, 1, count, reinterpret_cast<const uint16_t*>(k_.get()) + at}, 0, keys_out);
+  row_to_f32(Mat{WeightType::kF16, 1, count, reinterpret_cast<const uint16_t*>(v_.get()) + at}, 0, values_out);
+}
+
 const float* KVCache::keys(int layer, int head, int64_t n, std::vector<float>& buf) const {
   return read(k_.get(), layer, head, n, buf);
 }
@@ -221,11 +234,41 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
       }
     });
     // Causal attention over each sequence's cache; query heads kv * group .. + group read kv head kv
-    // (repeat_kv), whose keys and values are read back (widened from f16) once per work item for the group.
+    // (repeat_kv), whose keys and values are read back (widened from f16) for the group.
     // Work items: (sequence, kv head, a chunk of its query rows): a prompt's rows are cut into chunks when
     // the (sequence, kv head) pairs alone would leave threads idle (8 kv heads, 16 threads); each row's
     // result is the same whichever chunk it is in (row_invariant), so the split never changes the bits.
     const int64_t pairs = S * nkv, threads = pool.size();
+    // Where an f16 cache's keys and values are widened: with fewer pairs than threads, once per pair into
+    // a.shared_keys / a.shared_values by all threads (pairs x context floats, and no chunk widens its prefix
+    // again); else by each thread into its own buffers, per item (threads x context floats). Either way
+    // min(pairs, threads) contexts of floats, not one per thread: 64 threads at a 32K context would hold
+    // 2 GiB of copies (2b shapes) where the 8 kv heads need 256 MiB. The widened values are the same.
+    bool shared = pairs < threads;
+    for (int64_t s = 0; s < S; ++s) shared = shared && seqs[s].cache->type() == KVType::kF16;
+    std::vector<int64_t>& pair_at = a.shared_offsets;  // [pairs + 1]: pair (s, kv)'s first float
+    if (shared) {
+      pair_at.assign(static_cast<size_t>(pairs + 1), 0);
+      for (int64_t s = 0; s < S; ++s)
+        for (int64_t kv = 0; kv < nkv; ++kv)
+          pair_at[s * nkv + kv + 1] = pair_at[s * nkv + kv] + (past[s] + seqs[s].n) * hd;
+      a.reserve_shared(pair_at[pairs]);
+      // Blocks of kWidenBlock positions, dealt to the threads as they come free.
+      constexpr int64_t kWidenBlock = 512;
+      std::vector<std::array<int64_t, 3>>& blocks = a.widen_blocks;  // (pair, first position, end position)
+      blocks.clear();
+      for (int64_t pr = 0; pr < pairs; ++pr) {
+        const int64_t len = past[pr / nkv] + seqs[pr / nkv].n;
+        for (int64_t p0 = 0; p0 < len; p0 += kWidenBlock) blocks.push_back({pr, p0, std::min(len, p0 + kWidenBlock)});
+      }
+      pool.parallel_for_dynamic(static_cast<int64_t>(blocks.size()), 1, [&](int, int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) {
+          const auto [pr, p0, p1] = blocks[static_cast<size_t>(b)];
+          seqs[pr / nkv].cache->widen(layer, static_cast<int>(pr % nkv), p0, p1,
+                                      &a.shared_keys[pair_at[pr] + p0 * hd], &a.shared_values[pair_at[pr] + p0 * hd]);
+        }
+      });
+    }
     std::vector<std::array<int64_t, 4>>& items = a.attention_items;  // (sequence, kv head, first row, end row)
     items.clear();
     for (int64_t s = 0; s < S; ++s) {
@@ -244,8 +287,9 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
         const auto [s, kv, c0, c1] = items[static_cast<size_t>(item)];
         const KVCache& cache = *seqs[s].cache;
         const int64_t r0 = row0[s] + c0, p0 = past[s] + c0, rows = c1 - c0;
-        const float* kf = cache.keys(layer, static_cast<int>(kv), p0 + rows, kbuf);
-        const float* vf = cache.values(layer, static_cast<int>(kv), p0 + rows, vbuf);
+        const int head = static_cast<int>(kv);
+        const float* kf = shared ? &a.shared_keys[pair_at[s * nkv + kv]] : cache.keys(layer, head, p0 + rows, kbuf);
+        const float* vf = shared ? &a.shared_values[pair_at[s * nkv + kv]] : cache.values(layer, head, p0 + rows, vbuf);
         for (int64_t hh = kv * group; hh < (kv + 1) * group; ++hh)
           attention_head(&q[r0 * qd + hh * hd], qd, rows, kf, hd, vf, hd, p0 + rows, hd, scale, /*causal_offset=*/p0,
                          &attn[r0 * qd + hh * hd], qd, scratch, /*row_invariant=*/true);

@@ -33,6 +33,9 @@ class KVCache {
   // (f32) or widened into buf (f16).
   const float* keys(int layer, int head, int64_t n, std::vector<float>& buf) const;
   const float* values(int layer, int head, int64_t n, std::vector<float>& buf) const;
+  // Positions [p0, p1) of (layer, head) as float32, head_dim apart, into keys_out / values_out (their
+  // position p0 first): copied (f32) or widened (f16).
+  void widen(int layer, int head, int64_t p0, int64_t p1, float* keys_out, float* values_out) const;
   void advance(int64_t n) {
     length_ += n;
     high_water_ = std::max(high_water_, length_);
