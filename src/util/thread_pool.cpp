@@ -29,8 +29,6 @@ inline void cpu_relax() {
 // time slice of one that has work (64 threads on 2 CPUs: every call waited for dozens of spinners).
 constexpr int kSpinRounds = 20000;
 
-
-// The (package, core) a logical CPU belongs to, from /sys; false where the topology is not there.
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
