@@ -65,7 +65,7 @@ void BM_Matmul(benchmark::State& state) {
 }
 
 void MatmulShapes(benchmark::internal::Benchmark* b) {
-  const int64_t types[] = {static_cast<int64_t>(WeightType::kBF16), static_cast<int64_t>(WeightType::kQ8_0),
+  const int64_t types[] = {static_cast<int64_t>(WeightType::kBF16), static_cast<int64_t>(WeightType::kF16), static_cast<int64_t>(WeightType::kQ8_0),
                            static_cast<int64_t>(WeightType::kQ4_0)};
   for (int64_t t : types) {
     b->Args({784, 3072, 1024, t});   // vision qkv, 448x448 image
@@ -75,6 +75,8 @@ void MatmulShapes(benchmark::internal::Benchmark* b) {
     b->Args({1, 6144, 2048, t});     // decode gate/up
     b->Args({1, 2048, 6144, t});     // decode down
     b->Args({1, 151936, 2048, t});   // decode LM head
+    b->Args({4, 6144, 2048, t});     // batched decode gate/up, 4 requests
+    b->Args({16, 6144, 2048, t});    // batched decode gate/up, 16 requests
   }
   // GGUF K-quants (a Q4_K_M file: Q4_K matrices, Q6_K for the tied LM head and some ffn_down): the text shapes.
   for (WeightType kt : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -122,6 +123,43 @@ TEST(Kernels, GemmTileWithinRoundingBound) {
                   << t->name << " k " << k << " tile " << mr << "x" << nr;
             }
         }
+    }
+  }
+}
+
+// gemm_w16_tile is the table's own gemm_f32_tile on the rows row_to_f32 widens, to the bit: for bf16 and f16,
+// every tile shape the contract allows (6 weight rows for 1 or 2 activation rows), tails of k, a weight
+// stride wider than k, and weights with denormal, infinite and NaN-free extreme values.
+TEST(Kernels, W16TileIsTheF32TileOnWidenedRowsBitForBit) {
+  std::vector<const KernelTable*> tables = simd_tables();
+  tables.push_back(&generic_kernels());
+  for (const KernelTable* t : tables) {
+    ASSERT_NE(t->gemm_w16_tile, nullptr) << t->name;
+    for (WeightType type : {WeightType::kBF16, WeightType::kF16}) {
+      for (int64_t k : {1, 7, 8, 9, 31, 64, 333, 2048}) {
+        const int64_t ldw = k + 3;
+        const auto x = random_floats(static_cast<size_t>(4 * k), 21);
+        const auto wf = random_floats(static_cast<size_t>(6 * ldw), 22, 4.0f);
+        std::vector<uint16_t> w(wf.size());
+        for (size_t i = 0; i < w.size(); ++i) w[i] = type == WeightType::kBF16 ? f32_to_bf16(wf[i]) : f32_to_f16(wf[i]);
+        w[0] = 0x0001;  // the smallest denormal in both types
+        if (k > 1) w[1] = type == WeightType::kBF16 ? 0xFF7F : 0xFBFF;  // the most negative finite value
+        std::vector<float> widened(static_cast<size_t>(6 * k));
+        for (int j = 0; j < 6; ++j) t->row_to_f32(type, w.data() + j * ldw, widened.data() + j * k, k);
+        for (int mr = 1; mr <= 4; ++mr)
+          for (int nr = 1; nr <= (mr <= 2 ? 6 : 3); ++nr) {
+            float want[24], got[24];
+            // The reference: the f32 tile three rows at a time, as its contract allows.
+            for (int j0 = 0; j0 < nr; j0 += 3)
+              t->gemm_f32_tile(x.data(), k, widened.data() + j0 * k, k, k, want + j0, 6, mr, std::min(3, nr - j0));
+            t->gemm_w16_tile(type, x.data(), k, w.data(), ldw, k, got, 6, mr, nr);
+            for (int i = 0; i < mr; ++i)
+              for (int j = 0; j < nr; ++j)
+                ASSERT_EQ(std::bit_cast<uint32_t>(want[i * 6 + j]), std::bit_cast<uint32_t>(got[i * 6 + j]))
+                    << t->name << " " << weight_type_name(type) << " k " << k << " tile " << mr << "x" << nr << " at ("
+                    << i << ", " << j << "): " << want[i * 6 + j] << " vs " << got[i * 6 + j];
+          }
+      }
     }
   }
 }

@@ -25,6 +25,18 @@ void gemm_f32_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int
     }
 }
 
+void gemm_w16_tile(WeightType type, const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, int64_t k, float* y,
+                   int64_t ldy, int mr, int nr) {
+  QVL_CHECK(type == WeightType::kBF16 || type == WeightType::kF16);
+  const auto widen = type == WeightType::kBF16 ? bf16_to_f32 : f16_to_f32;
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nr; ++j) {
+      float s = 0;
+      for (int64_t t = 0; t < k; ++t) s += x[i * ldx + t] * widen(w[j * ldw + t]);
+      y[i * ldy + j] = s;
+    }
+}
+
 void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc,
                       int mr, int nc) {
   for (int i = 0; i < mr; ++i)
@@ -298,6 +310,7 @@ const KernelTable& table() {
       .name = "generic",
       .row_to_f32 = row_to_f32,
       .gemm_f32_tile = gemm_f32_tile,
+      .gemm_w16_tile = gemm_w16_tile,
       .gemm_f32_nn_tile = gemm_f32_nn_tile,
       .nn_rows = 6,
       .nn_cols = 16,

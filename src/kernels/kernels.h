@@ -25,6 +25,13 @@ struct KernelTable {
   // y[i * ldy + j] = dot(x[i * ldx .. +k], w[j * ldw .. +k]) for i < mr <= 4, j < nr <= 3 (float32).
   void (*gemm_f32_tile)(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k, float* y,
                         int64_t ldy, int mr, int nr);
+  // The same with 16-bit float weight rows, type kBF16 or kF16 (ldw in values), and nr <= 6 when mr <= 2: bit
+  // for bit what row_to_f32 of the rows followed by this table's gemm_f32_tile (three rows at a time) gives.
+  // The weights are widened in registers, so a product reads 2 bytes a weight, not 2 read + 4 written + 4
+  // read again; and one or two activation rows (decode) run 6 weight rows at a time, whose independent sums
+  // hide the FMA latency. A table that replaces gemm_f32_tile replaces this too.
+  void (*gemm_w16_tile)(WeightType type, const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, int64_t k,
+                        float* y, int64_t ldy, int mr, int nr);
 
   // c[i * ldc + j] = sum_t a[i * lda + t] * b[t * ldb + j] for i < mr <= nn_rows, j < nc <= nn_cols
   // (float32): a row tile of A times a column panel of B, the layout of attention's P·V (and of q·kᵀ with

@@ -38,16 +38,40 @@ Mat interleave8(const Mat& w, void* out) {
 
 namespace {
 
-// Float weights: kBlockBytes of weight rows are widened to float32 at a time (about half of a 512 KiB L2)
-// and reused across all activation rows; tiles of 4 activation rows x 3 weight rows go to the kernel.
+// Float weights: blocks of weight rows (kBlockBytes as float32, about half of a 512 KiB L2) are reused across
+// all activation rows, in tiles of 4 activation rows x 3 weight rows (1 or 2 x 6 for 16-bit rows). f32 rows
+// are read as they are, bf16 and f16 rows widened inside the tile, quantized rows widened into a float32
+// block first.
 constexpr int64_t kBlockBytes = 192 * 1024;
 constexpr int kTileX = 4, kTileW = 3;
 // Up to this many activation rows, quantized weights are dotted in integers (see matmul()).
 constexpr int64_t kMaxRowsForIntegerDots = 4;
+// bf16 rows are widened inside the tile for any number of activation rows (a shift: faster at every shape
+// measured), f16 rows for up to this many (vcvtph2ps competes with the FMAs: on a Zen 2, 1.4-2.9x faster
+// up to 4 rows, even at 16, 10-30% slower at 210 and 784; BENCHMARKS.md).
+constexpr int64_t kMaxRowsForFusedF16 = 16;
 
 void matmul_float(ThreadPool& pool, const KernelTable& K, const float* x, int64_t n, const Mat& w, float* y) {
   const int64_t m = w.rows, k = w.cols;
   const int64_t block = std::max<int64_t>(kTileW, kBlockBytes / (k * 4) / kTileW * kTileW);
+  if (w.type == WeightType::kBF16 || (w.type == WeightType::kF16 && n <= kMaxRowsForFusedF16)) {
+    // 16-bit float rows widened inside the tile: the same bits as widening them into a block first.
+    const auto* wp = static_cast<const uint16_t*>(w.data);  // [m, k]
+    pool.parallel_for(m, std::min<int64_t>(block, (m + pool.size() - 1) / pool.size()), [&](int, int64_t m0, int64_t m1) {
+      for (int64_t b0 = m0; b0 < m1; b0 += block) {
+        const int64_t rows = std::min(block, m1 - b0);
+        for (int64_t i = 0; i < n; i += kTileX) {
+          const int mr = static_cast<int>(std::min<int64_t>(kTileX, n - i));
+          const int64_t tw = mr <= 2 ? 2 * kTileW : kTileW;
+          for (int64_t r = 0; r < rows; r += tw) {
+            const int nr = static_cast<int>(std::min<int64_t>(tw, rows - r));
+            K.gemm_w16_tile(w.type, x + i * k, k, wp + (b0 + r) * k, k, k, y + i * m + b0 + r, m, mr, nr);
+          }
+        }
+      }
+    });
+    return;
+  }
   pool.parallel_for(m, std::min<int64_t>(block, (m + pool.size() - 1) / pool.size()), [&](int, int64_t m0, int64_t m1) {
     thread_local std::vector<float> wbuf;
     wbuf.resize(static_cast<size_t>(block * k));

@@ -88,10 +88,28 @@ void row_to_f32(WeightType type, const void* row, float* out, int64_t cols) {
   }
 }
 
+// Weight rows stored as float32, or as bf16 or f16 widened in registers (exactly, as row_to_f32 widens them).
+struct Bf16 {
+  uint16_t v;
+};
+struct F16 {
+  uint16_t v;
+};
+inline __m256 load_w(const float* w) { return _mm256_loadu_ps(w); }
+inline __m256 load_w(const Bf16* w) {
+  const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+}
+inline __m256 load_w(const F16* w) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w))); }
+inline float w_at(const float* w, int64_t u) { return w[u]; }
+inline float w_at(const Bf16* w, int64_t u) { return bf2f(w[u].v); }
+inline float w_at(const F16* w, int64_t u) { return h2f(w[u].v); }
+
 // MR x NR dot products, 8 lanes each: kMR = 4 x-rows by kNR = 3 w-rows is 12 accumulators, leaving 4
-// registers for the 4 x loads (w loads are folded into the FMAs' memory operands).
-template <int MR, int NR>
-void tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k, float* y, int64_t ldy) {
+// registers for the 4 x loads (float32 w loads are folded into the FMAs' memory operands). The same
+// arithmetic for every weight type, so bf16 and f16 rows give the bits their float32 widening gives.
+template <int MR, int NR, class W>
+void tile(const float* x, int64_t ldx, const W* w, int64_t ldw, int64_t k, float* y, int64_t ldy) {
   __m256 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
@@ -100,28 +118,44 @@ void tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k, f
     __m256 xv[MR];
     for (int i = 0; i < MR; ++i) xv[i] = _mm256_loadu_ps(x + i * ldx + t);
     for (int j = 0; j < NR; ++j) {
-      const __m256 wv = _mm256_loadu_ps(w + j * ldw + t);
+      const __m256 wv = load_w(w + j * ldw + t);
       for (int i = 0; i < MR; ++i) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
     }
   }
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) {
       float s = hsum(acc[i][j]);
-      for (int64_t u = t; u < k; ++u) s += x[i * ldx + u] * w[j * ldw + u];
+      // The tail in explicit FMAs: left to the compiler, a product may be contracted in one tile shape and
+      // not another, and a row's sum would depend on how many rows shared its tile.
+      for (int64_t u = t; u < k; ++u) s = std::fma(x[i * ldx + u], w_at(w + j * ldw, u), s);
       y[i * ldy + j] = s;
     }
 }
 
+template <class W>
+void gemm_tile(const float* x, int64_t ldx, const W* w, int64_t ldw, int64_t k, float* y, int64_t ldy, int mr, int nr) {
+  using Fn = void (*)(const float*, int64_t, const W*, int64_t, int64_t, float*, int64_t);
+  static constexpr Fn kTiles[4][3] = {
+      {tile<1, 1, W>, tile<1, 2, W>, tile<1, 3, W>},
+      {tile<2, 1, W>, tile<2, 2, W>, tile<2, 3, W>},
+      {tile<3, 1, W>, tile<3, 2, W>, tile<3, 3, W>},
+      {tile<4, 1, W>, tile<4, 2, W>, tile<4, 3, W>},
+  };
+  // One or two rows (decode): up to 6 weight rows, whose 6 or 12 accumulation chains hide the FMA latency.
+  static constexpr Fn kWide[2][3] = {{tile<1, 4, W>, tile<1, 5, W>, tile<1, 6, W>}, {tile<2, 4, W>, tile<2, 5, W>, tile<2, 6, W>}};
+  if (nr > 3) return kWide[mr - 1][nr - 4](x, ldx, w, ldw, k, y, ldy);
+  kTiles[mr - 1][nr - 1](x, ldx, w, ldw, k, y, ldy);
+}
+
 void gemm_f32_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k, float* y, int64_t ldy,
                    int mr, int nr) {
-  using Fn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t);
-  static constexpr Fn kTiles[4][3] = {
-      {tile<1, 1>, tile<1, 2>, tile<1, 3>},
-      {tile<2, 1>, tile<2, 2>, tile<2, 3>},
-      {tile<3, 1>, tile<3, 2>, tile<3, 3>},
-      {tile<4, 1>, tile<4, 2>, tile<4, 3>},
-  };
-  kTiles[mr - 1][nr - 1](x, ldx, w, ldw, k, y, ldy);
+  gemm_tile(x, ldx, w, ldw, k, y, ldy, mr, nr);
+}
+
+void gemm_w16_tile(WeightType type, const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, int64_t k, float* y,
+                   int64_t ldy, int mr, int nr) {
+  if (type == WeightType::kBF16) return gemm_tile(x, ldx, reinterpret_cast<const Bf16*>(w), ldw, k, y, ldy, mr, nr);
+  gemm_tile(x, ldx, reinterpret_cast<const F16*>(w), ldw, k, y, ldy, mr, nr);
 }
 
 // MR rows of A times a 16-column panel of B: 2 vectors per row, 2 * MR accumulators (12 for MR = 6), one
@@ -579,6 +613,7 @@ const KernelTable* avx2_kernels() {
       .name = "avx2",
       .row_to_f32 = avx2::row_to_f32,
       .gemm_f32_tile = avx2::gemm_f32_tile,
+      .gemm_w16_tile = avx2::gemm_w16_tile,
       .gemm_f32_nn_tile = avx2::gemm_f32_nn_tile,
       .nn_rows = 6,
       .nn_cols = 16,
