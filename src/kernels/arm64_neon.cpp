@@ -5,7 +5,8 @@
 // a register, so one instruction covers 4 values of 4 weight rows: no broadcast and (the operands being
 // signed) no offset for Q8_0. Same interleaved layouts, same exact integer sums, same float32 scaling
 // (dw * dx rounded, then one fused multiply-add): bit-identical to generic.
-// The float kernels stay generic's, which the compiler vectorizes for NEON (ARMv8's baseline).
+// The float GEMM tile (4-lane FMAs, its 16-bit weights widened in registers) is NEON's too; the other float
+// kernels stay generic's.
 // Compiled only for aarch64 with -march=armv8.2-a+dotprod; dispatch.cpp builds the table after checking
 // the CPU's HWCAP_ASIMDDP, so nothing here runs on a CPU without sdot.
 #include <arm_neon.h>
@@ -134,6 +135,83 @@ void gemm_q4_0x8(const BlockQ4_0x8* w, const int8_t* xq, const float* xd, const 
     case 3: return gemm_x8<true, 3>(w, xq, xd, xsum, nb, y, ldy);
     default: return gemm_x8<true, 4>(w, xq, xd, xsum, nb, y, ldy);
   }
+}
+
+// ---- Float tiles (gemm_f32_tile, gemm_w16_tile) ------------------------------------------------------------
+// Weight rows as float32, or bf16 / f16 widened in registers (exactly, as row_to_f32 widens them).
+
+namespace {
+
+struct Bf16 {
+  uint16_t v;
+};
+struct F16 {
+  uint16_t v;
+};
+inline float32x4_t load_w(const float* w) { return vld1q_f32(w); }
+inline float32x4_t load_w(const Bf16* w) {
+  return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(reinterpret_cast<const uint16_t*>(w)), 16));
+}
+inline float32x4_t load_w(const F16* w) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(w)))); }
+inline float w_at(const float* w, int64_t u) { return w[u]; }
+inline float w_at(const Bf16* w, int64_t u) {
+  const uint32_t b = static_cast<uint32_t>(w[u].v) << 16;
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
+}
+inline float w_at(const F16* w, int64_t u) { return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(w[u].v))), 0); }
+
+// MR x NR dot products, 4 lanes each, added across lanes at the end (faddp, faddp), the tail in explicit
+// FMAs (a sum must not depend on the tile's shape): 4 x 3 is 12 accumulators, 1 or 2 x 6 for decode (6 or 12
+// independent chains to hide the FMA latency). The same arithmetic for every weight type.
+template <int MR, int NR, class W>
+void tile(const float* x, int64_t ldx, const W* w, int64_t ldw, int64_t k, float* y, int64_t ldy) {
+  float32x4_t acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = vdupq_n_f32(0.0f);
+  int64_t t = 0;
+  for (; t + 4 <= k; t += 4) {
+    float32x4_t xv[MR];
+    for (int i = 0; i < MR; ++i) xv[i] = vld1q_f32(x + i * ldx + t);
+    for (int j = 0; j < NR; ++j) {
+      const float32x4_t wv = load_w(w + j * ldw + t);
+      for (int i = 0; i < MR; ++i) acc[i][j] = vfmaq_f32(acc[i][j], xv[i], wv);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) {
+      float s = vaddvq_f32(acc[i][j]);
+      for (int64_t u = t; u < k; ++u) s = std::fma(x[i * ldx + u], w_at(w + j * ldw, u), s);
+      y[i * ldy + j] = s;
+    }
+}
+
+template <class W>
+void gemm_tile(const float* x, int64_t ldx, const W* w, int64_t ldw, int64_t k, float* y, int64_t ldy, int mr, int nr) {
+  using Fn = void (*)(const float*, int64_t, const W*, int64_t, int64_t, float*, int64_t);
+  static constexpr Fn kTiles[4][3] = {
+      {tile<1, 1, W>, tile<1, 2, W>, tile<1, 3, W>},
+      {tile<2, 1, W>, tile<2, 2, W>, tile<2, 3, W>},
+      {tile<3, 1, W>, tile<3, 2, W>, tile<3, 3, W>},
+      {tile<4, 1, W>, tile<4, 2, W>, tile<4, 3, W>},
+  };
+  static constexpr Fn kWide[2][3] = {{tile<1, 4, W>, tile<1, 5, W>, tile<1, 6, W>}, {tile<2, 4, W>, tile<2, 5, W>, tile<2, 6, W>}};
+  if (nr > 3) return kWide[mr - 1][nr - 4](x, ldx, w, ldw, k, y, ldy);
+  kTiles[mr - 1][nr - 1](x, ldx, w, ldw, k, y, ldy);
+}
+
+}  // namespace
+
+void gemm_f32_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k, float* y, int64_t ldy, int mr,
+                   int nr) {
+  gemm_tile(x, ldx, w, ldw, k, y, ldy, mr, nr);
+}
+
+void gemm_w16_tile(WeightType type, const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, int64_t k, float* y,
+                   int64_t ldy, int mr, int nr) {
+  if (type == WeightType::kBF16) return gemm_tile(x, ldx, reinterpret_cast<const Bf16*>(w), ldw, k, y, ldy, mr, nr);
+  gemm_tile(x, ldx, reinterpret_cast<const F16*>(w), ldw, k, y, ldy, mr, nr);
 }
 
 // quantize_row_act_ref on 4 lanes: amax by lanes then across, d = amax / 127, q = round-to-nearest-even

@@ -8,6 +8,8 @@
 namespace qvl {
 namespace neon {
 
+QVL_KERNEL(gemm_f32_tile);
+QVL_KERNEL(gemm_w16_tile);
 QVL_KERNEL(quantize_act);
 QVL_KERNEL(gemm_q8_0x8);
 QVL_KERNEL(gemm_q4_0x8);

@@ -144,6 +144,8 @@ const KernelTable* neon_kernels() {
   static const KernelTable table = [] {
     KernelTable t = generic_kernels();
     t.name = "neon";
+    t.gemm_f32_tile = neon::gemm_f32_tile;
+    t.gemm_w16_tile = neon::gemm_w16_tile;
     t.quantize_act = neon::quantize_act;
     t.gemm_q8_0x8 = neon::gemm_q8_0x8;
     t.gemm_q4_0x8 = neon::gemm_q4_0x8;
