@@ -5,12 +5,13 @@
 // a register, so one instruction covers 4 values of 4 weight rows: no broadcast and (the operands being
 // signed) no offset for Q8_0. Same interleaved layouts, same exact integer sums, same float32 scaling
 // (dw * dx rounded, then one fused multiply-add): bit-identical to generic.
-// The float GEMM tile (4-lane FMAs, its 16-bit weights widened in registers) is NEON's too; the other float
-// kernels stay generic's.
+// The float kernels are NEON's too: the GEMM tile (its 16-bit weights widened in registers), attention's panel
+// tile and the exponentials (softmax, GELU, SiLU) with x86_avx2.cpp's arithmetic on 4 lanes.
 // Compiled only for aarch64 with -march=armv8.2-a+dotprod; dispatch.cpp builds the table after checking
 // the CPU's HWCAP_ASIMDDP, so nothing here runs on a CPU without sdot.
 #include <arm_neon.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -212,6 +213,185 @@ void gemm_w16_tile(WeightType type, const float* x, int64_t ldx, const uint16_t*
                    int64_t ldy, int mr, int nr) {
   if (type == WeightType::kBF16) return gemm_tile(x, ldx, reinterpret_cast<const Bf16*>(w), ldw, k, y, ldy, mr, nr);
   gemm_tile(x, ldx, reinterpret_cast<const F16*>(w), ldw, k, y, ldy, mr, nr);
+}
+
+// ---- The panel tile and the element-wise kernels (attention, GELU, SiLU) ------------------------------------
+
+namespace {
+
+// MR rows of A times a 16-column panel of B: 4 vectors per row, 4 * MR accumulators (24 for MR = 6) and 4
+// loads of b per step, a[i][t] taken by fmla's by-element form; each output an FMA chain in t's order.
+template <int MR>
+void nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc) {
+  float32x4_t acc[MR][4];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < 4; ++v) acc[i][v] = vdupq_n_f32(0.0f);
+  for (int64_t t = 0; t < k; ++t) {
+    const float32x4_t b0 = vld1q_f32(b + t * ldb), b1 = vld1q_f32(b + t * ldb + 4), b2 = vld1q_f32(b + t * ldb + 8),
+                      b3 = vld1q_f32(b + t * ldb + 12);
+    for (int i = 0; i < MR; ++i) {
+      const float av = a[i * lda + t];
+      acc[i][0] = vfmaq_n_f32(acc[i][0], b0, av);
+      acc[i][1] = vfmaq_n_f32(acc[i][1], b1, av);
+      acc[i][2] = vfmaq_n_f32(acc[i][2], b2, av);
+      acc[i][3] = vfmaq_n_f32(acc[i][3], b3, av);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < 4; ++v) vst1q_f32(c + i * ldc + 4 * v, acc[i][v]);
+}
+
+// exp(x) for N vectors of 4 floats, x86_avx2.cpp's exp8_n step for step (the same constants, the same FMAs,
+// so the same bits lane by lane): x = n ln2 + r with n from a 1.5 * 2^23 shifter, a degree-6 polynomial for
+// e^r, 2^n built in the exponent bits; inputs below -87.3 give 0, above 88.7 +inf (kClampHigh false: the
+// caller's inputs are <= 0). The N vectors' steps interleaved, so N chains are in flight.
+template <int N, bool kClampHigh = true>
+inline void exp4_n(float32x4_t (&x)[N]) {
+  const float32x4_t hi = vdupq_n_f32(88.7f), lo = vdupq_n_f32(-87.3f), shifter = vdupq_n_f32(12582912.0f);
+  uint32x4_t under[N];
+  float32x4_t n[N], r[N], p[N];
+  int32x4_t e[N];
+  for (int j = 0; j < N; ++j) {
+    under[j] = vcltq_f32(x[j], lo);
+    x[j] = vmaxq_f32(x[j], lo);
+    if (kClampHigh) x[j] = vminq_f32(x[j], hi);
+  }
+  for (int j = 0; j < N; ++j) {
+    const float32x4_t t = vfmaq_f32(shifter, x[j], vdupq_n_f32(1.44269504088896341f));
+    n[j] = vsubq_f32(t, shifter);
+    e[j] = vshlq_n_s32(vaddq_s32(vreinterpretq_s32_f32(t), vdupq_n_s32(127)), 23);
+  }
+  for (int j = 0; j < N; ++j) r[j] = vfmsq_f32(x[j], n[j], vdupq_n_f32(0.693359375f));
+  for (int j = 0; j < N; ++j) r[j] = vfmsq_f32(r[j], n[j], vdupq_n_f32(-2.12194440e-4f));
+  for (int j = 0; j < N; ++j) p[j] = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), vdupq_n_f32(1.9875691500e-4f), r[j]);
+  for (int j = 0; j < N; ++j) p[j] = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p[j], r[j]);
+  for (int j = 0; j < N; ++j) p[j] = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p[j], r[j]);
+  for (int j = 0; j < N; ++j) p[j] = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p[j], r[j]);
+  for (int j = 0; j < N; ++j) p[j] = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p[j], r[j]);
+  for (int j = 0; j < N; ++j) p[j] = vfmaq_f32(vaddq_f32(r[j], vdupq_n_f32(1.0f)), p[j], vmulq_f32(r[j], r[j]));
+  for (int j = 0; j < N; ++j)
+    x[j] = vreinterpretq_f32_u32(
+        vbicq_u32(vreinterpretq_u32_f32(vmulq_f32(p[j], vreinterpretq_f32_s32(e[j]))), under[j]));
+}
+
+inline float32x4_t exp4(float32x4_t x) {
+  float32x4_t v[1] = {x};
+  exp4_n<1>(v);
+  return v[0];
+}
+
+}  // namespace
+
+void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc,
+                      int mr, int nc) {
+  if (nc != 16) {  // a partial panel: the loads above would read past it
+    for (int i = 0; i < mr; ++i)
+      for (int j = 0; j < nc; ++j) {
+        float s = 0;
+        for (int64_t t = 0; t < k; ++t) s = std::fma(a[i * lda + t], b[t * ldb + j], s);
+        c[i * ldc + j] = s;
+      }
+    return;
+  }
+  using Fn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t);
+  static constexpr Fn kTiles[6] = {nn_tile<1>, nn_tile<2>, nn_tile<3>, nn_tile<4>, nn_tile<5>, nn_tile<6>};
+  kTiles[mr - 1](a, lda, b, ldb, k, c, ldc);
+}
+
+float exp_scaled_from(float* x, int64_t n, float scale, float* running_max) {
+  float32x4_t mv = vdupq_n_f32(*running_max);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) mv = vmaxq_f32(mv, vmulq_n_f32(vld1q_f32(x + i), scale));
+  float mx = vmaxvq_f32(mv);
+  for (; i < n; ++i) mx = std::max(mx, x[i] * scale);
+  const float32x4_t sv = vdupq_n_f32(scale), mxv = vdupq_n_f32(mx);
+  float32x4_t sumv = vdupq_n_f32(0.0f);
+  i = 0;
+  for (; i + 32 <= n; i += 32) {
+    float32x4_t e[8];
+    for (int j = 0; j < 8; ++j) e[j] = vnegq_f32(vfmsq_f32(mxv, vld1q_f32(x + i + 4 * j), sv));  // x s - m
+    exp4_n<8, false>(e);
+    for (int j = 0; j < 8; ++j) {
+      vst1q_f32(x + i + 4 * j, e[j]);
+      sumv = vaddq_f32(sumv, e[j]);
+    }
+  }
+  for (; i + 4 <= n; i += 4) {
+    const float32x4_t e = exp4(vnegq_f32(vfmsq_f32(mxv, vld1q_f32(x + i), sv)));
+    vst1q_f32(x + i, e);
+    sumv = vaddq_f32(sumv, e);
+  }
+  float sum = vaddvq_f32(sumv);
+  for (; i < n; ++i) {
+    const float e = vgetq_lane_f32(exp4(vdupq_n_f32(std::fma(x[i], scale, -mx))), 0);
+    x[i] = e;
+    sum += e;
+  }
+  *running_max = mx;
+  return sum;
+}
+
+float exp_scaled(float* x, int64_t n, float scale) {
+  float mx = -INFINITY;
+  return exp_scaled_from(x, n, scale, &mx);
+}
+
+// 0.5 x (1 + tanh(beta (x + kappa x^3))) with tanh(u) = 1 - 2 / (exp(2u) + 1): x86_avx2.cpp's arithmetic.
+void gelu_tanh(float* x, int64_t n) {
+  const float32x4_t beta = vdupq_n_f32(0.7978845608028654f), kappa = vdupq_n_f32(0.044715f), half = vdupq_n_f32(0.5f),
+                    one = vdupq_n_f32(1.0f), two = vdupq_n_f32(2.0f);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    float32x4_t v[4], e[4];
+    for (int j = 0; j < 4; ++j) {
+      v[j] = vld1q_f32(x + i + 4 * j);
+      const float32x4_t inner = vmulq_f32(beta, vfmaq_f32(v[j], vmulq_f32(kappa, v[j]), vmulq_f32(v[j], v[j])));
+      e[j] = vaddq_f32(inner, inner);
+    }
+    exp4_n<4>(e);
+    for (int j = 0; j < 4; ++j) {
+      const float32x4_t t = vsubq_f32(one, vdivq_f32(two, vaddq_f32(e[j], one)));
+      vst1q_f32(x + i + 4 * j, vmulq_f32(vmulq_f32(half, v[j]), vaddq_f32(one, t)));
+    }
+  }
+  for (; i < n; i += 4) {  // the tail through a padded vector
+    float buf[4] = {0, 0, 0, 0};
+    const int64_t m = std::min<int64_t>(4, n - i);
+    std::memcpy(buf, x + i, static_cast<size_t>(m) * sizeof(float));
+    const float32x4_t v = vld1q_f32(buf);
+    const float32x4_t inner = vmulq_f32(beta, vfmaq_f32(v, vmulq_f32(kappa, v), vmulq_f32(v, v)));
+    const float32x4_t t = vsubq_f32(one, vdivq_f32(two, vaddq_f32(exp4(vaddq_f32(inner, inner)), one)));
+    vst1q_f32(buf, vmulq_f32(vmulq_f32(half, v), vaddq_f32(one, t)));
+    std::memcpy(x + i, buf, static_cast<size_t>(m) * sizeof(float));
+  }
+}
+
+// gate = gate / (1 + exp(-gate)) * up: x86_avx2.cpp's arithmetic.
+void silu_mul(float* gate, const float* up, int64_t n) {
+  const float32x4_t one = vdupq_n_f32(1.0f);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    float32x4_t g[4], e[4];
+    for (int j = 0; j < 4; ++j) {
+      g[j] = vld1q_f32(gate + i + 4 * j);
+      e[j] = vnegq_f32(g[j]);
+    }
+    exp4_n<4>(e);
+    for (int j = 0; j < 4; ++j) {
+      const float32x4_t sig = vdivq_f32(one, vaddq_f32(one, e[j]));
+      vst1q_f32(gate + i + 4 * j, vmulq_f32(vmulq_f32(g[j], sig), vld1q_f32(up + i + 4 * j)));
+    }
+  }
+  for (; i < n; i += 4) {
+    float g[4] = {0, 0, 0, 0}, u[4] = {0, 0, 0, 0};
+    const int64_t m = std::min<int64_t>(4, n - i);
+    std::memcpy(g, gate + i, static_cast<size_t>(m) * sizeof(float));
+    std::memcpy(u, up + i, static_cast<size_t>(m) * sizeof(float));
+    const float32x4_t gv = vld1q_f32(g);
+    const float32x4_t sig = vdivq_f32(one, vaddq_f32(one, exp4(vnegq_f32(gv))));
+    vst1q_f32(g, vmulq_f32(vmulq_f32(gv, sig), vld1q_f32(u)));
+    std::memcpy(gate + i, g, static_cast<size_t>(m) * sizeof(float));
+  }
 }
 
 // quantize_row_act_ref on 4 lanes: amax by lanes then across, d = amax / 127, q = round-to-nearest-even

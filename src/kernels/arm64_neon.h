@@ -10,6 +10,11 @@ namespace neon {
 
 QVL_KERNEL(gemm_f32_tile);
 QVL_KERNEL(gemm_w16_tile);
+QVL_KERNEL(gemm_f32_nn_tile);
+QVL_KERNEL(exp_scaled);
+QVL_KERNEL(exp_scaled_from);
+QVL_KERNEL(gelu_tanh);
+QVL_KERNEL(silu_mul);
 QVL_KERNEL(quantize_act);
 QVL_KERNEL(gemm_q8_0x8);
 QVL_KERNEL(gemm_q4_0x8);

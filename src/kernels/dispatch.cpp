@@ -146,6 +146,11 @@ const KernelTable* neon_kernels() {
     t.name = "neon";
     t.gemm_f32_tile = neon::gemm_f32_tile;
     t.gemm_w16_tile = neon::gemm_w16_tile;
+    t.gemm_f32_nn_tile = neon::gemm_f32_nn_tile;
+    t.exp_scaled = neon::exp_scaled;
+    t.exp_scaled_from = neon::exp_scaled_from;
+    t.gelu_tanh = neon::gelu_tanh;
+    t.silu_mul = neon::silu_mul;
     t.quantize_act = neon::quantize_act;
     t.gemm_q8_0x8 = neon::gemm_q8_0x8;
     t.gemm_q4_0x8 = neon::gemm_q4_0x8;
