@@ -6,10 +6,12 @@
 
 #include <thread>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <random>
 
 #include "kernels/kernels.h"
@@ -128,36 +130,56 @@ TEST(Kernels, GemmTileWithinRoundingBound) {
 }
 
 // gemm_w16_tile is the table's own gemm_f32_tile on the rows row_to_f32 widens, to the bit: for bf16 and f16,
-// every tile shape the contract allows (6 weight rows for 1 or 2 activation rows), tails of k, a weight
-// stride wider than k, and weights with denormal, infinite and NaN-free extreme values.
+// every tile shape the contract allows (6 weight rows for 1 or 2 activation rows), tails of k, a weight stride
+// wider than k (the last row ends the buffer: no slack to read past), a row of denormals alone and a row
+// holding the type's largest finite value. A row's result is the same whatever mr and nr are, and nothing
+// outside the mr x nr tile is written.
 TEST(Kernels, W16TileIsTheF32TileOnWidenedRowsBitForBit) {
   std::vector<const KernelTable*> tables = simd_tables();
   tables.push_back(&generic_kernels());
+  constexpr float kSentinel = -12345.0f;
   for (const KernelTable* t : tables) {
     ASSERT_NE(t->gemm_w16_tile, nullptr) << t->name;
     for (WeightType type : {WeightType::kBF16, WeightType::kF16}) {
+      const bool bf = type == WeightType::kBF16;
       for (int64_t k : {1, 7, 8, 9, 31, 64, 333, 2048}) {
         const int64_t ldw = k + 3;
         const auto x = random_floats(static_cast<size_t>(4 * k), 21);
-        const auto wf = random_floats(static_cast<size_t>(6 * ldw), 22, 4.0f);
+        const auto wf = random_floats(static_cast<size_t>(5 * ldw + k), 22, 4.0f);
         std::vector<uint16_t> w(wf.size());
-        for (size_t i = 0; i < w.size(); ++i) w[i] = type == WeightType::kBF16 ? f32_to_bf16(wf[i]) : f32_to_f16(wf[i]);
-        w[0] = 0x0001;  // the smallest denormal in both types
-        if (k > 1) w[1] = type == WeightType::kBF16 ? 0xFF7F : 0xFBFF;  // the most negative finite value
+        for (size_t i = 0; i < w.size(); ++i) w[i] = bf ? f32_to_bf16(wf[i]) : f32_to_f16(wf[i]);
+        // Row 1: denormals of both signs only (a vector widening that flushed them would give 0).
+        for (int64_t u = 0; u < k; ++u) w[static_cast<size_t>(ldw + u)] = static_cast<uint16_t>((u % 2 ? 0x8000 : 0) | (1 + u % 0x7F));
+        // Row 4: the most negative finite value at its first place.
+        w[static_cast<size_t>(4 * ldw)] = bf ? 0xFF7F : 0xFBFF;
         std::vector<float> widened(static_cast<size_t>(6 * k));
         for (int j = 0; j < 6; ++j) t->row_to_f32(type, w.data() + j * ldw, widened.data() + j * k, k);
+        float alone[4][6];  // each (activation row, weight row) on a 1 x 1 tile
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 6; ++j) t->gemm_w16_tile(type, x.data() + i * k, k, w.data() + j * ldw, ldw, k, &alone[i][j], 1, 1, 1);
         for (int mr = 1; mr <= 4; ++mr)
           for (int nr = 1; nr <= (mr <= 2 ? 6 : 3); ++nr) {
-            float want[24], got[24];
+            float want[4 * 7], got[4 * 7];  // ldy 7: a column past the widest tile
+            std::fill(std::begin(want), std::end(want), kSentinel);
+            std::fill(std::begin(got), std::end(got), kSentinel);
             // The reference: the f32 tile three rows at a time, as its contract allows.
             for (int j0 = 0; j0 < nr; j0 += 3)
-              t->gemm_f32_tile(x.data(), k, widened.data() + j0 * k, k, k, want + j0, 6, mr, std::min(3, nr - j0));
-            t->gemm_w16_tile(type, x.data(), k, w.data(), ldw, k, got, 6, mr, nr);
-            for (int i = 0; i < mr; ++i)
-              for (int j = 0; j < nr; ++j)
-                ASSERT_EQ(std::bit_cast<uint32_t>(want[i * 6 + j]), std::bit_cast<uint32_t>(got[i * 6 + j]))
+              t->gemm_f32_tile(x.data(), k, widened.data() + j0 * k, k, k, want + j0, 7, mr, std::min(3, nr - j0));
+            t->gemm_w16_tile(type, x.data(), k, w.data(), ldw, k, got, 7, mr, nr);
+            for (int i = 0; i < 4; ++i)
+              for (int j = 0; j < 7; ++j) {
+                const uint32_t g = std::bit_cast<uint32_t>(got[i * 7 + j]);
+                if (i >= mr || j >= nr) {
+                  ASSERT_EQ(g, std::bit_cast<uint32_t>(kSentinel)) << t->name << " wrote outside its " << mr << "x" << nr << " tile at (" << i << ", " << j << ")";
+                  continue;
+                }
+                ASSERT_EQ(std::bit_cast<uint32_t>(want[i * 7 + j]), g)
                     << t->name << " " << weight_type_name(type) << " k " << k << " tile " << mr << "x" << nr << " at ("
-                    << i << ", " << j << "): " << want[i * 6 + j] << " vs " << got[i * 6 + j];
+                    << i << ", " << j << "): " << want[i * 7 + j] << " vs " << got[i * 7 + j];
+                ASSERT_EQ(std::bit_cast<uint32_t>(alone[i][j]), g)
+                    << t->name << " " << weight_type_name(type) << " k " << k << ": row (" << i << ", " << j
+                    << ") differs between a 1x1 and a " << mr << "x" << nr << " tile";
+              }
           }
       }
     }
@@ -457,8 +479,8 @@ TEST(Matmul, MatchesAPlainFloatProductForEveryWeightType) {
   for (auto [n, m, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 7, 64}, {5, 33, 96}, {13, 50, 128}, {64, 17, 1024}}) {
     const auto x = random_floats(static_cast<size_t>(n * k), 8), wf = random_floats(static_cast<size_t>(m * k), 9);
     const auto bias = random_floats(static_cast<size_t>(m), 10);
-    std::vector<uint16_t> wb(m * k);
-    for (size_t i = 0; i < wb.size(); ++i) wb[i] = f32_to_bf16(wf[i]);
+    std::vector<uint16_t> wb(m * k), wh(m * k);
+    for (size_t i = 0; i < wb.size(); ++i) wb[i] = f32_to_bf16(wf[i]), wh[i] = f32_to_f16(wf[i]);
     std::vector<BlockQ8_0> w8(m * k / kQK);
     std::vector<BlockQ4_0> w4(m * k / kQK);
     for (int64_t r = 0; r < m; ++r) {
@@ -468,6 +490,7 @@ TEST(Matmul, MatchesAPlainFloatProductForEveryWeightType) {
     struct Case { Mat w; double tol; } cases[] = {
         {{WeightType::kF32, m, k, wf.data()}, 1e-5},  // rounding only
         {{WeightType::kBF16, m, k, wb.data()}, 1e-5},  // against the same bf16 values widened
+        {{WeightType::kF16, m, k, wh.data()}, 1e-5},   // n 13 and 64 on both sides of the f16 fusion's limit
         {{WeightType::kQ8_0, m, k, w8.data()}, 2e-2},  // activation quantization (8-bit) on top
         {{WeightType::kQ4_0, m, k, w4.data()}, 2e-2},
     };

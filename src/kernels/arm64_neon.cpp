@@ -183,7 +183,7 @@ void tile(const float* x, int64_t ldx, const W* w, int64_t ldw, int64_t k, float
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) {
       float s = vaddvq_f32(acc[i][j]);
-      for (int64_t u = t; u < k; ++u) s = std::fma(x[i * ldx + u], w_at(w + j * ldw, u), s);
+      for (int64_t u = t; u < k; ++u) s = __builtin_fmaf(x[i * ldx + u], w_at(w + j * ldw, u), s);
       y[i * ldy + j] = s;
     }
 }
@@ -211,6 +211,7 @@ void gemm_f32_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int
 
 void gemm_w16_tile(WeightType type, const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, int64_t k, float* y,
                    int64_t ldy, int mr, int nr) {
+  QVL_CHECK((type == WeightType::kBF16 || type == WeightType::kF16) && (nr <= 3 || mr <= 2));
   if (type == WeightType::kBF16) return gemm_tile(x, ldx, reinterpret_cast<const Bf16*>(w), ldw, k, y, ldy, mr, nr);
   gemm_tile(x, ldx, reinterpret_cast<const F16*>(w), ldw, k, y, ldy, mr, nr);
 }
@@ -224,11 +225,15 @@ namespace {
 template <int MR>
 void nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc) {
   float32x4_t acc[MR][4];
+#pragma GCC unroll 6
   for (int i = 0; i < MR; ++i)
     for (int v = 0; v < 4; ++v) acc[i][v] = vdupq_n_f32(0.0f);
   for (int64_t t = 0; t < k; ++t) {
     const float32x4_t b0 = vld1q_f32(b + t * ldb), b1 = vld1q_f32(b + t * ldb + 4), b2 = vld1q_f32(b + t * ldb + 8),
                       b3 = vld1q_f32(b + t * ldb + 12);
+    // Fully unrolled, so the accumulators stay in registers (x86_avx2.cpp's nn_tile: GCC kept them on the
+    // stack otherwise).
+#pragma GCC unroll 6
     for (int i = 0; i < MR; ++i) {
       const float av = a[i * lda + t];
       acc[i][0] = vfmaq_n_f32(acc[i][0], b0, av);
@@ -237,12 +242,13 @@ void nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k
       acc[i][3] = vfmaq_n_f32(acc[i][3], b3, av);
     }
   }
+#pragma GCC unroll 6
   for (int i = 0; i < MR; ++i)
     for (int v = 0; v < 4; ++v) vst1q_f32(c + i * ldc + 4 * v, acc[i][v]);
 }
 
 // exp(x) for N vectors of 4 floats, x86_avx2.cpp's exp8_n step for step (the same constants, the same FMAs,
-// so the same bits lane by lane): x = n ln2 + r with n from a 1.5 * 2^23 shifter, a degree-6 polynomial for
+// so the same bits lane by lane for inputs that are not NaN): x = n ln2 + r with n from a 1.5 * 2^23 shifter, a degree-6 polynomial for
 // e^r, 2^n built in the exponent bits; inputs below -87.3 give 0, above 88.7 +inf (kClampHigh false: the
 // caller's inputs are <= 0). The N vectors' steps interleaved, so N chains are in flight.
 template <int N, bool kClampHigh = true>
@@ -288,7 +294,7 @@ void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, 
     for (int i = 0; i < mr; ++i)
       for (int j = 0; j < nc; ++j) {
         float s = 0;
-        for (int64_t t = 0; t < k; ++t) s = std::fma(a[i * lda + t], b[t * ldb + j], s);
+        for (int64_t t = 0; t < k; ++t) s = __builtin_fmaf(a[i * lda + t], b[t * ldb + j], s);
         c[i * ldc + j] = s;
       }
     return;
@@ -323,7 +329,7 @@ float exp_scaled_from(float* x, int64_t n, float scale, float* running_max) {
   }
   float sum = vaddvq_f32(sumv);
   for (; i < n; ++i) {
-    const float e = vgetq_lane_f32(exp4(vdupq_n_f32(std::fma(x[i], scale, -mx))), 0);
+    const float e = vgetq_lane_f32(exp4(vdupq_n_f32(__builtin_fmaf(x[i], scale, -mx))), 0);
     x[i] = e;
     sum += e;
   }

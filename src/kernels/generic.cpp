@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
@@ -25,16 +26,15 @@ void gemm_f32_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int
     }
 }
 
+// By construction: the rows widened by row_to_f32, then gemm_f32_tile three rows at a time.
 void gemm_w16_tile(WeightType type, const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, int64_t k, float* y,
                    int64_t ldy, int mr, int nr) {
-  QVL_CHECK(type == WeightType::kBF16 || type == WeightType::kF16);
-  const auto widen = type == WeightType::kBF16 ? bf16_to_f32 : f16_to_f32;
-  for (int i = 0; i < mr; ++i)
-    for (int j = 0; j < nr; ++j) {
-      float s = 0;
-      for (int64_t t = 0; t < k; ++t) s += x[i * ldx + t] * widen(w[j * ldw + t]);
-      y[i * ldy + j] = s;
-    }
+  QVL_CHECK((type == WeightType::kBF16 || type == WeightType::kF16) && (nr <= 3 || mr <= 2));
+  thread_local std::vector<float> rows;  // [nr, k]
+  rows.resize(static_cast<size_t>(nr * k));
+  for (int j = 0; j < nr; ++j) row_to_f32(type, w + j * ldw, &rows[static_cast<size_t>(j * k)], k);
+  for (int j0 = 0; j0 < nr; j0 += 3)
+    gemm_f32_tile(x, ldx, &rows[static_cast<size_t>(j0 * k)], k, k, y + j0, ldy, mr, std::min(3, nr - j0));
 }
 
 void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc,

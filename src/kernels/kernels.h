@@ -26,7 +26,8 @@ struct KernelTable {
   void (*gemm_f32_tile)(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k, float* y,
                         int64_t ldy, int mr, int nr);
   // The same with 16-bit float weight rows, type kBF16 or kF16 (ldw in values), and nr <= 6 when mr <= 2: bit
-  // for bit what row_to_f32 of the rows followed by this table's gemm_f32_tile (three rows at a time) gives.
+  // for bit what row_to_f32 of the rows followed by this table's gemm_f32_tile (three rows at a time) gives
+  // (for weights that are not NaN), and so the same for a row whatever mr and nr are.
   // The weights are widened in registers, so a product reads 2 bytes a weight, not 2 read + 4 written + 4
   // read again; and one or two activation rows (decode) run 6 weight rows at a time, whose independent sums
   // hide the FMA latency. A table that replaces gemm_f32_tile replaces this too.
@@ -197,8 +198,9 @@ const KernelTable& generic_kernels();
 const KernelTable& bf16_twin_kernels();
 // Null when the machine (CPU or OS) cannot run AVX2 + FMA + F16C.
 const KernelTable* avx2_kernels();
-// The generic table with NEON sdot integer GEMM tiles and activation quantizer (ARM64 with the dot-product
-// extension); null elsewhere.
+// The generic table with NEON's own kernels (ARM64 with the dot-product extension): sdot integer GEMM tiles,
+// the activation quantizer, the float GEMM and attention panel tiles, the exponentials, GELU and SiLU; null
+// elsewhere.
 const KernelTable* neon_kernels();
 // The AVX2 table with AVX-VNNI integer GEMM tiles (VEX vpdpbusd, 256-bit); null without AVX2 or AVX_VNNI.
 const KernelTable* avxvnni_kernels();

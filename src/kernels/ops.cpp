@@ -40,15 +40,15 @@ namespace {
 
 // Float weights: blocks of weight rows (kBlockBytes as float32, about half of a 512 KiB L2) are reused across
 // all activation rows, in tiles of 4 activation rows x 3 weight rows (1 or 2 x 6 for 16-bit rows). f32 rows
-// are read as they are, bf16 and f16 rows widened inside the tile, quantized rows widened into a float32
-// block first.
+// are read as they are, bf16 rows (and f16 rows for up to kMaxRowsForFusedF16 activation rows) widened inside
+// the tile, other rows widened into a float32 block first.
 constexpr int64_t kBlockBytes = 192 * 1024;
 constexpr int kTileX = 4, kTileW = 3;
 // Up to this many activation rows, quantized weights are dotted in integers (see matmul()).
 constexpr int64_t kMaxRowsForIntegerDots = 4;
 // bf16 rows are widened inside the tile for any number of activation rows (a shift: faster at every shape
 // measured), f16 rows for up to this many (vcvtph2ps competes with the FMAs: on a Zen 2, 1.4-2.9x faster
-// up to 4 rows, even at 16, 10-30% slower at 210 and 784; BENCHMARKS.md).
+// up to 4 rows, even at 16, 8-33% slower at 210 and 784; BENCHMARKS.md).
 constexpr int64_t kMaxRowsForFusedF16 = 16;
 
 void matmul_float(ThreadPool& pool, const KernelTable& K, const float* x, int64_t n, const Mat& w, float* y) {
@@ -57,9 +57,12 @@ void matmul_float(ThreadPool& pool, const KernelTable& K, const float* x, int64_
   if (w.type == WeightType::kBF16 || (w.type == WeightType::kF16 && n <= kMaxRowsForFusedF16)) {
     // 16-bit float rows widened inside the tile: the same bits as widening them into a block first.
     const auto* wp = static_cast<const uint16_t*>(w.data);  // [m, k]
-    pool.parallel_for(m, std::min<int64_t>(block, (m + pool.size() - 1) / pool.size()), [&](int, int64_t m0, int64_t m1) {
-      for (int64_t b0 = m0; b0 < m1; b0 += block) {
-        const int64_t rows = std::min(block, m1 - b0);
+    // Blocks and threads' ranges in whole 6-row tiles, so that decode runs no narrower tile but the last.
+    const int64_t tw2 = 2 * kTileW, block16 = (block + tw2 - 1) / tw2 * tw2;
+    const int64_t per_thread = ((m + pool.size() - 1) / pool.size() + tw2 - 1) / tw2 * tw2;
+    pool.parallel_for(m, std::min(block16, per_thread), [&](int, int64_t m0, int64_t m1) {
+      for (int64_t b0 = m0; b0 < m1; b0 += block16) {
+        const int64_t rows = std::min(block16, m1 - b0);
         for (int64_t i = 0; i < n; i += kTileX) {
           const int mr = static_cast<int>(std::min<int64_t>(kTileX, n - i));
           const int64_t tw = mr <= 2 ? 2 * kTileW : kTileW;

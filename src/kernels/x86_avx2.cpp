@@ -106,8 +106,9 @@ inline float w_at(const Bf16* w, int64_t u) { return bf2f(w[u].v); }
 inline float w_at(const F16* w, int64_t u) { return h2f(w[u].v); }
 
 // MR x NR dot products, 8 lanes each: kMR = 4 x-rows by kNR = 3 w-rows is 12 accumulators, leaving 4
-// registers for the 4 x loads (float32 w loads are folded into the FMAs' memory operands). The same
-// arithmetic for every weight type, so bf16 and f16 rows give the bits their float32 widening gives.
+// registers for the 4 x loads (float32 w loads are folded into the FMAs' memory operands; a 16-bit row's
+// widened vector takes a register of its own). The same arithmetic for every weight type, so bf16 and f16
+// rows give the bits their float32 widening gives.
 template <int MR, int NR, class W>
 void tile(const float* x, int64_t ldx, const W* w, int64_t ldw, int64_t k, float* y, int64_t ldy) {
   __m256 acc[MR][NR];
@@ -127,7 +128,7 @@ void tile(const float* x, int64_t ldx, const W* w, int64_t ldw, int64_t k, float
       float s = hsum(acc[i][j]);
       // The tail in explicit FMAs: left to the compiler, a product may be contracted in one tile shape and
       // not another, and a row's sum would depend on how many rows shared its tile.
-      for (int64_t u = t; u < k; ++u) s = std::fma(x[i * ldx + u], w_at(w + j * ldw, u), s);
+      for (int64_t u = t; u < k; ++u) s = __builtin_fmaf(x[i * ldx + u], w_at(w + j * ldw, u), s);
       y[i * ldy + j] = s;
     }
 }
@@ -154,6 +155,7 @@ void gemm_f32_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int
 
 void gemm_w16_tile(WeightType type, const float* x, int64_t ldx, const uint16_t* w, int64_t ldw, int64_t k, float* y,
                    int64_t ldy, int mr, int nr) {
+  QVL_CHECK((type == WeightType::kBF16 || type == WeightType::kF16) && (nr <= 3 || mr <= 2));
   if (type == WeightType::kBF16) return gemm_tile(x, ldx, reinterpret_cast<const Bf16*>(w), ldw, k, y, ldy, mr, nr);
   gemm_tile(x, ldx, reinterpret_cast<const F16*>(w), ldw, k, y, ldy, mr, nr);
 }
