@@ -53,39 +53,29 @@ constexpr int64_t kMaxRowsForFusedF16 = 16;
 
 void matmul_float(ThreadPool& pool, const KernelTable& K, const float* x, int64_t n, const Mat& w, float* y) {
   const int64_t m = w.rows, k = w.cols;
-  const int64_t block = std::max<int64_t>(kTileW, kBlockBytes / (k * 4) / kTileW * kTileW);
-  if (w.type == WeightType::kBF16 || (w.type == WeightType::kF16 && n <= kMaxRowsForFusedF16)) {
-    // 16-bit float rows widened inside the tile: the same bits as widening them into a block first.
-    const auto* wp = static_cast<const uint16_t*>(w.data);  // [m, k]
-    // Blocks and threads' ranges in whole 6-row tiles, so that decode runs no narrower tile but the last.
-    const int64_t tw2 = 2 * kTileW, block16 = (block + tw2 - 1) / tw2 * tw2;
-    const int64_t per_thread = ((m + pool.size() - 1) / pool.size() + tw2 - 1) / tw2 * tw2;
-    pool.parallel_for(m, std::min(block16, per_thread), [&](int, int64_t m0, int64_t m1) {
-      for (int64_t b0 = m0; b0 < m1; b0 += block16) {
-        const int64_t rows = std::min(block16, m1 - b0);
-        for (int64_t i = 0; i < n; i += kTileX) {
-          const int mr = static_cast<int>(std::min<int64_t>(kTileX, n - i));
-          const int64_t tw = mr <= 2 ? 2 * kTileW : kTileW;
-          for (int64_t r = 0; r < rows; r += tw) {
-            const int nr = static_cast<int>(std::min<int64_t>(tw, rows - r));
-            K.gemm_w16_tile(w.type, x + i * k, k, wp + (b0 + r) * k, k, k, y + i * m + b0 + r, m, mr, nr);
-          }
-        }
-      }
-    });
-    return;
-  }
-  pool.parallel_for(m, std::min<int64_t>(block, (m + pool.size() - 1) / pool.size()), [&](int, int64_t m0, int64_t m1) {
+  // 16-bit float rows widened inside the tile (the same bits as widening them into a block first) and run 6 at a
+  // time for 1-2 activation rows: blocks and threads' ranges in whole 6-row tiles, so that decode runs no
+  // narrower tile but the last.
+  const bool fused = w.type == WeightType::kBF16 || (w.type == WeightType::kF16 && n <= kMaxRowsForFusedF16);
+  const int64_t unit = fused ? 2 * kTileW : kTileW;
+  const auto round_up = [unit](int64_t v) { return (v + unit - 1) / unit * unit; };
+  const int64_t block = round_up(std::max<int64_t>(kTileW, kBlockBytes / (k * 4) / kTileW * kTileW));
+  const auto* w16 = static_cast<const uint16_t*>(w.data);  // [m, k] when fused
+  pool.parallel_for(m, std::min(block, round_up((m + pool.size() - 1) / pool.size())), [&](int, int64_t m0, int64_t m1) {
     thread_local std::vector<float> wbuf;
-    wbuf.resize(static_cast<size_t>(block * k));
+    if (!fused) wbuf.resize(static_cast<size_t>(block * k));
     for (int64_t b0 = m0; b0 < m1; b0 += block) {
       const int64_t rows = std::min(block, m1 - b0);
-      for (int64_t r = 0; r < rows; ++r) K.row_to_f32(w.type, w.row(b0 + r), &wbuf[static_cast<size_t>(r * k)], k);
+      if (!fused)
+        for (int64_t r = 0; r < rows; ++r) K.row_to_f32(w.type, w.row(b0 + r), &wbuf[static_cast<size_t>(r * k)], k);
       for (int64_t i = 0; i < n; i += kTileX) {
         const int mr = static_cast<int>(std::min<int64_t>(kTileX, n - i));
-        for (int64_t r = 0; r < rows; r += kTileW) {
-          const int nr = static_cast<int>(std::min<int64_t>(kTileW, rows - r));
-          K.gemm_f32_tile(x + i * k, k, &wbuf[static_cast<size_t>(r * k)], k, k, y + i * m + b0 + r, m, mr, nr);
+        const int64_t tw = fused && mr <= 2 ? 2 * kTileW : kTileW;
+        for (int64_t r = 0; r < rows; r += tw) {
+          const int nr = static_cast<int>(std::min<int64_t>(tw, rows - r));
+          float* yt = y + i * m + b0 + r;
+          if (fused) K.gemm_w16_tile(w.type, x + i * k, k, w16 + (b0 + r) * k, k, k, yt, m, mr, nr);
+          else K.gemm_f32_tile(x + i * k, k, &wbuf[static_cast<size_t>(r * k)], k, k, yt, m, mr, nr);
         }
       }
     }
