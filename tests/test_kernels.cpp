@@ -218,6 +218,37 @@ TEST(Kernels, PanelTileWithinRoundingBound) {
   }
 }
 
+// A row's sums do not depend on how many rows share its tile, how many columns (a partial panel's are the
+// full panel's), or how many zero terms follow them: the text decoder reads a token in a prefill slice (up to
+// nn_rows rows a tile, every row's products taken up to the slice's last key, zero past its own) and decodes it
+// alone (one row, up to its own key), and the prefix cache needs the same bits from both.
+TEST(Kernels, PanelTileRowIsTheSameBitsInEveryTileShape) {
+  std::vector<const KernelTable*> tables = simd_tables();
+  tables.insert(tables.begin(), &generic_kernels());
+  for (const KernelTable* t : tables) {
+    const int R = t->nn_rows, C = t->nn_cols;
+    for (int64_t k : {1, 3, 7, 64, 333}) {
+      const int64_t ldb = C + 5, kz = k + 29;  // kz: k then zeros in a
+      std::vector<float> a = random_floats(static_cast<size_t>(R * kz), 31);
+      const auto b = random_floats(static_cast<size_t>(kz * ldb), 32);
+      for (int i = 0; i < R; ++i) std::fill(a.begin() + i * kz + k, a.begin() + (i + 1) * kz, 0.0f);
+      std::vector<float> full(static_cast<size_t>(R * C), NAN);
+      t->gemm_f32_nn_tile(a.data(), kz, b.data(), ldb, k, full.data(), C, R, C);
+      for (int nc : {1, 5, C / 2, C - 1, C}) {
+        std::vector<float> tile(static_cast<size_t>(R * C), NAN), row(static_cast<size_t>(C), NAN);
+        t->gemm_f32_nn_tile(a.data(), kz, b.data(), ldb, kz, tile.data(), C, R, nc);
+        for (int i = 0; i < R; ++i) {
+          const std::string where = std::string(t->name) + " k " + std::to_string(k) + " nc " + std::to_string(nc) +
+                                    " row " + std::to_string(i) + " of " + std::to_string(R);
+          ASSERT_EQ(0, std::memcmp(full.data() + i * C, tile.data() + i * C, static_cast<size_t>(nc) * 4)) << where << ", zeros after";
+          t->gemm_f32_nn_tile(a.data() + i * kz, kz, b.data(), ldb, k, row.data(), C, 1, nc);
+          ASSERT_EQ(0, std::memcmp(full.data() + i * C, row.data(), static_cast<size_t>(nc) * 4)) << where << ", alone";
+        }
+      }
+    }
+  }
+}
+
 TEST(Kernels, QuantizeQ8_0MatchesReferenceBitForBit) {
   for (const KernelTable* t : simd_tables()) {
     for (int64_t cols : {32, 64, 4096}) {

@@ -190,11 +190,13 @@ void nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k
 
 void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc,
                       int mr, int nc) {
-  if (nc != 16) {  // a partial panel: the loads above would read past it
+  if (nc != 16) {  // a partial panel: the loads above would read past it. The tile's arithmetic, one FMA per
+    // step, written out: left to the compiler, short sums were multiplied and added apart and long ones fused,
+    // so a causal row read alone (its own keys) and in a prefill slice (zeros after them) differed.
     for (int i = 0; i < mr; ++i)
       for (int j = 0; j < nc; ++j) {
         float s = 0;
-        for (int64_t t = 0; t < k; ++t) s += a[i * lda + t] * b[t * ldb + j];
+        for (int64_t t = 0; t < k; ++t) s = __builtin_fmaf(a[i * lda + t], b[t * ldb + j], s);
         c[i * ldc + j] = s;
       }
     return;
