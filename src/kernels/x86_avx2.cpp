@@ -243,6 +243,13 @@ inline void exp8_n(__m256 (&x)[N]) {
   for (int j = 0; j < N; ++j) x[j] = _mm256_andnot_ps(under[j], _mm256_mul_ps(p[j], _mm256_castsi256_ps(e[j])));
 }
 
+inline float hmax(__m256 v) {
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  return _mm_cvtss_f32(m4);
+}
+
 inline __m256 exp8(__m256 x) {
   __m256 v[1] = {x};
   exp8_n<1>(v);
@@ -251,14 +258,26 @@ inline __m256 exp8(__m256 x) {
 
 float exp_scaled_from(float* x, int64_t n, float scale, float* running_max) {
   const __m256 sv = _mm256_set1_ps(scale);
-  __m256 mv = _mm256_set1_ps(*running_max);
+  float mx;
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_mul_ps(_mm256_loadu_ps(x + i), sv));
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-  float mx = _mm_cvtss_f32(m4);
-  for (; i < n; ++i) mx = std::max(mx, x[i] * scale);
+  if (scale > 0.0f) {
+    // max(x) * scale rounds to max(x * scale): rounding is monotonic. One multiply instead of n (the softmax
+    // step's max pass, ~5 % of its time on a Zen 2).
+    __m256 mv = _mm256_set1_ps(-INFINITY), mv2 = mv;
+    for (; i + 16 <= n; i += 16) {
+      mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
+      mv2 = _mm256_max_ps(mv2, _mm256_loadu_ps(x + i + 8));
+    }
+    if (i + 8 <= n) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i)), i += 8;
+    mx = hmax(_mm256_max_ps(mv, mv2));
+    for (; i < n; ++i) mx = std::max(mx, x[i]);
+    mx = std::max(*running_max, mx * scale);
+  } else {
+    __m256 mv = _mm256_set1_ps(*running_max);
+    for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_mul_ps(_mm256_loadu_ps(x + i), sv));
+    mx = hmax(mv);
+    for (; i < n; ++i) mx = std::max(mx, x[i] * scale);
+  }
   const __m256 mxv = _mm256_set1_ps(mx);
   __m256 sumv = _mm256_setzero_ps();
   i = 0;
