@@ -137,8 +137,7 @@ void pack_keys(const KernelTable& K, const float* k, const float* v, int64_t ld,
   const int64_t tc = K.nn_cols;
   if (!bf16) {
     float* kt = &s.kt[static_cast<size_t>(h * panels * hd * tc)];
-    const int64_t vpanels = (hd + tc - 1) / tc;
-    float* vh = &s.v[static_cast<size_t>(h * vpanels * n * tc)];
+    float* vh = &s.v[static_cast<size_t>(h * n * hd)];
     for (int64_t j = j0; j < j1; ++j) {
       float* dst = kt + (j / tc) * hd * tc + j % tc;  // kt[p][d][c] = k[p tc + c][d]
       if (j >= n) {
@@ -147,13 +146,11 @@ void pack_keys(const KernelTable& K, const float* k, const float* v, int64_t ld,
       }
       const float* kr = k + j * ld + h * hd;
       for (int64_t d = 0; d < hd; ++d) dst[d * tc] = kr[d];
-      // v[p][j][c] = v[j][p tc + c], a partial last panel's columns past head_dim zero.
+      // Panel p (columns [p tc, p tc + w), w = min(tc, hd - p tc)) at vh + p tc n: v[j][p tc + c] at j w + c.
       const float* vr = v + j * ld + h * hd;
-      for (int64_t p = 0; p < vpanels; ++p) {
-        const int64_t c1 = std::min(tc, hd - p * tc);
-        float* vd = vh + (p * n + j) * tc;
-        std::copy(vr + p * tc, vr + p * tc + c1, vd);
-        std::fill(vd + c1, vd + tc, 0.0f);
+      for (int64_t c0 = 0; c0 < hd; c0 += tc) {
+        const int64_t w = std::min(tc, hd - c0);
+        std::copy(vr + c0, vr + c0 + w, vh + c0 * n + j * w);
       }
     }
     return;
@@ -261,15 +258,14 @@ void flash_rows(const KernelTable& K, const float* q, int64_t ld, int64_t n, int
         }
       }
     } else {
-      // v's panels: each a contiguous run of tc floats per key, read in sequence (v's rows as they are, head_dim
-      // floats apart, ran P · v at 72 % of the FMA peak on a Zen 2 against 97 % packed: BENCHMARKS.md).
-      const int64_t vpanels = (hd + tc - 1) / tc;
-      const float* vb = &s.v[static_cast<size_t>((h * vpanels * n + kv0) * tc)];
+      // v's panels: each a contiguous run of its columns per key, read in sequence (v's rows as they are,
+      // head_dim floats apart, ran P · v at 72 % of the FMA peak on a Zen 2 against 97 % packed: BENCHMARKS.md).
+      const float* vh = &s.v[static_cast<size_t>(h * n * hd)];
       for (int64_t i = 0; i < rows; i += tr) {
         const int mr = static_cast<int>(std::min(tr, rows - i));
         for (int64_t d = 0; d < hd; d += tc) {
           const int nc = static_cast<int>(std::min(tc, hd - d));
-          K.gemm_f32_nn_tile(S + i * Bk, Bk, vb + (d / tc) * n * tc, tc, cols, dst + i * hd + d, hd, mr, nc);
+          K.gemm_f32_nn_tile(S + i * Bk, Bk, vh + d * n + kv0 * nc, nc, cols, dst + i * hd + d, hd, mr, nc);
         }
       }
     }
@@ -308,7 +304,7 @@ void attention_multihead(ThreadPool& pool, const float* q, const float* k, const
     grow(s.v2, heads * pairs * 2 * hd);
   } else {
     grow(s.kt, heads * panels * hd * tc);
-    grow(s.v, heads * ((hd + tc - 1) / tc) * n * tc);
+    grow(s.v, heads * n * hd);
   }
   if (s.threads.size() < static_cast<size_t>(pool.size())) s.threads.resize(static_cast<size_t>(pool.size()));
   // Pack every head's keys and values, a few panels per task.

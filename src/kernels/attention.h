@@ -55,7 +55,7 @@ struct FlashThreadScratch {
 // Every head's keys and values packed as the tiles read them, and the threads' blocks.
 struct FlashScratch {
   std::vector<float> kt;      // f32: [heads][panels][head_dim][cols] kᵀ in panels of the table's nn_cols keys
-  std::vector<float> v;       // f32: [heads][ceil(head_dim / cols)][n][cols] v in panels of the table's nn_cols
+  std::vector<float> v;       // f32: [heads] v in panels of nn_cols columns (the last may be narrower): [n][width]
   std::vector<uint16_t> kt2;  // bf16: [heads][panels][head_dim / 2][cols][2] kᵀ in pairs along head_dim
   std::vector<uint16_t> v2;   // bf16: [heads][ceil(n / 2)][head_dim][2] v in pairs of consecutive keys
   std::vector<FlashThreadScratch> threads;  // [pool threads]
