@@ -238,42 +238,45 @@ TEST(Kernels, FlashAttentionInOneBlockIsTodaysKernelBitForBit) {
 
 // The text decoder's causal attention (row_invariant, as text.cpp calls it) over many queries: against a
 // double-precision reference, and each row the same bits as that row read alone (a decode step; the prefix
-// cache relies on it). hd 72: a partial last panel; offset 37: queries after a cached prefix.
+// cache relies on it). hd 72: a partial last panel; an offset: queries after a cached prefix; the last two
+// cases hold more than 128 Ki values of v, which is then packed in panels.
 TEST(Kernels, CausalAttentionOverManyQueriesMatchesADoubleReferenceAndEachRowAlone) {
-  for (int64_t hd : {int64_t{128}, int64_t{72}})
-    for (int64_t offset : {int64_t{0}, int64_t{37}}) {
-      const int64_t nq = 100, n_kv = offset + nq;
-      const auto q = normal_floats(static_cast<size_t>(nq * hd), 21, 1.5f);
-      const auto k = normal_floats(static_cast<size_t>(n_kv * hd), 22, 1.5f);
-      const auto v = normal_floats(static_cast<size_t>(n_kv * hd), 23);
-      const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-      std::vector<float> out(static_cast<size_t>(nq * hd), NAN), alone(static_cast<size_t>(hd), NAN);
-      AttentionScratch s;
-      attention_head(q.data(), hd, nq, k.data(), hd, v.data(), hd, n_kv, hd, scale, offset, out.data(), hd, s, true);
-      double worst = 0, mx = 0;
-      std::vector<double> p(static_cast<size_t>(n_kv));
-      for (int64_t i = 0; i < nq; ++i) {
-        const int64_t limit = offset + i + 1;
-        double m = -INFINITY, sum = 0;
-        for (int64_t j = 0; j < limit; ++j) {
-          double dot = 0;
-          for (int64_t d = 0; d < hd; ++d) dot += static_cast<double>(q[i * hd + d]) * k[j * hd + d];
-          p[j] = dot * scale;
-          m = std::max(m, p[j]);
-        }
-        for (int64_t j = 0; j < limit; ++j) sum += p[j] = std::exp(p[j] - m);
-        for (int64_t d = 0; d < hd; ++d) {
-          double o = 0;
-          for (int64_t j = 0; j < limit; ++j) o += p[j] * v[j * hd + d];
-          mx = std::max(mx, std::abs(o / sum));
-          worst = std::max(worst, std::abs(out[i * hd + d] - o / sum));
-        }
-        attention_head(q.data() + i * hd, hd, 1, k.data(), hd, v.data(), hd, limit, hd, scale, offset + i, alone.data(), hd,
-                       s, true);
-        ASSERT_EQ(0, std::memcmp(alone.data(), out.data() + i * hd, hd * 4)) << "row " << i << " hd " << hd << " offset " << offset;
+  struct Case {
+    int64_t hd, offset, nq;
+  };
+  for (const Case c : {Case{128, 0, 100}, Case{72, 37, 100}, Case{128, 1000, 30}, Case{72, 1800, 30}}) {
+    const int64_t hd = c.hd, offset = c.offset, nq = c.nq, n_kv = offset + nq;
+    const auto q = normal_floats(static_cast<size_t>(nq * hd), 21, 1.5f);
+    const auto k = normal_floats(static_cast<size_t>(n_kv * hd), 22, 1.5f);
+    const auto v = normal_floats(static_cast<size_t>(n_kv * hd), 23);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    std::vector<float> out(static_cast<size_t>(nq * hd), NAN), alone(static_cast<size_t>(hd), NAN);
+    AttentionScratch s;
+    attention_head(q.data(), hd, nq, k.data(), hd, v.data(), hd, n_kv, hd, scale, offset, out.data(), hd, s, true);
+    double worst = 0, mx = 0;
+    std::vector<double> p(static_cast<size_t>(n_kv));
+    for (int64_t i = 0; i < nq; ++i) {
+      const int64_t limit = offset + i + 1;
+      double m = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < limit; ++j) {
+        double dot = 0;
+        for (int64_t d = 0; d < hd; ++d) dot += static_cast<double>(q[i * hd + d]) * k[j * hd + d];
+        p[j] = dot * scale;
+        m = std::max(m, p[j]);
       }
-      EXPECT_LE(worst / mx, 2e-6) << "hd " << hd << " offset " << offset;
+      for (int64_t j = 0; j < limit; ++j) sum += p[j] = std::exp(p[j] - m);
+      for (int64_t d = 0; d < hd; ++d) {
+        double o = 0;
+        for (int64_t j = 0; j < limit; ++j) o += p[j] * v[j * hd + d];
+        mx = std::max(mx, std::abs(o / sum));
+        worst = std::max(worst, std::abs(out[i * hd + d] - o / sum));
+      }
+      attention_head(q.data() + i * hd, hd, 1, k.data(), hd, v.data(), hd, limit, hd, scale, offset + i, alone.data(), hd,
+                     s, true);
+      ASSERT_EQ(0, std::memcmp(alone.data(), out.data() + i * hd, hd * 4)) << "row " << i << " hd " << hd << " offset " << offset;
     }
+    EXPECT_LE(worst / mx, 2e-6) << "hd " << hd << " offset " << offset;
+  }
 }
 
 TEST(Kernels, TileSizesFromQvlTilesAreChecked) {
