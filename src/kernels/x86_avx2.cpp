@@ -188,20 +188,47 @@ void nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k
   }
 }
 
+// nn_tile on a partial panel of nc < 16 columns (an 8B vision head's last 8 of 72): the same FMA per lane and
+// step, b's columns past nc neither read nor written (masked loads and stores). It was a scalar loop, one
+// serial chain of k FMAs per output; a loop left to the compiler also multiplied and added short sums apart
+// and fused long ones, so a causal row read alone (its own keys) and in a prefill slice (zeros after) differed.
+template <int MR>
+void nn_tile_partial(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc,
+                     int nc) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc), lane);
+  const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc - 8), lane);
+  __m256 acc0[MR], acc1[MR];
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i) {
+    acc0[i] = _mm256_setzero_ps();
+    acc1[i] = _mm256_setzero_ps();
+  }
+  for (int64_t t = 0; t < k; ++t) {
+    const __m256 b0 = _mm256_maskload_ps(b + t * ldb, m0), b1 = _mm256_maskload_ps(b + t * ldb + 8, m1);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      const __m256 av = _mm256_broadcast_ss(a + i * lda + t);
+      acc0[i] = _mm256_fmadd_ps(av, b0, acc0[i]);
+      acc1[i] = _mm256_fmadd_ps(av, b1, acc1[i]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i) {
+    _mm256_maskstore_ps(c + i * ldc, m0, acc0[i]);
+    _mm256_maskstore_ps(c + i * ldc + 8, m1, acc1[i]);
+  }
+}
+
 void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc,
                       int mr, int nc) {
-  if (nc != 16) {  // a partial panel: the loads above would read past it. The tile's arithmetic, one FMA per
-    // step, written out: left to the compiler, short sums were multiplied and added apart and long ones fused,
-    // so a causal row read alone (its own keys) and in a prefill slice (zeros after them) differed.
-    for (int i = 0; i < mr; ++i)
-      for (int j = 0; j < nc; ++j) {
-        float s = 0;
-        for (int64_t t = 0; t < k; ++t) s = __builtin_fmaf(a[i * lda + t], b[t * ldb + j], s);
-        c[i * ldc + j] = s;
-      }
-    return;
-  }
   using Fn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t);
+  using PartialFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, int);
+  if (nc != 16) {  // a partial panel: the full tile's loads would read past it
+    static constexpr PartialFn kPartial[6] = {nn_tile_partial<1>, nn_tile_partial<2>, nn_tile_partial<3>,
+                                              nn_tile_partial<4>, nn_tile_partial<5>, nn_tile_partial<6>};
+    return kPartial[mr - 1](a, lda, b, ldb, k, c, ldc, nc);
+  }
   static constexpr Fn kTiles[6] = {nn_tile<1>, nn_tile<2>, nn_tile<3>, nn_tile<4>, nn_tile<5>, nn_tile<6>};
   kTiles[mr - 1](a, lda, b, ldb, k, c, ldc);
 }
