@@ -90,6 +90,15 @@ TEST(Kernels, ExpScaledFromCarriesTheRunningMaxInEveryTable) {
       const float s2 = t->exp_scaled_from(b.data(), n, 0.5f, &m);
       EXPECT_EQ(m, m_whole) << t->name;
       EXPECT_NEAR(s1 * std::exp(m1 - m) + s2, s_whole, 1e-5 * s_whole) << t->name << " n " << n;
+      // The running max the same bits as the generic twin's max of x * scale, with scales that round: tables may
+      // take max(x) * scale (rounding is monotonic), which must not change it.
+      for (float sc : {1.0f / std::sqrt(72.0f), 1e-30f, 3e-39f, 1e30f}) {
+        std::vector<float> r(x.begin(), x.end()), y(x.begin(), x.end());
+        float mg = -INFINITY, mt = -INFINITY;
+        g.exp_scaled_from(r.data(), 2 * n, sc, &mg);
+        t->exp_scaled_from(y.data(), 2 * n, sc, &mt);
+        EXPECT_EQ(0, std::memcmp(&mg, &mt, 4)) << t->name << " scale " << sc << ": " << mg << " vs " << mt;
+      }
       // Against the generic twin, element by element.
       std::vector<float> r(x.begin(), x.end());
       float mg = 1.0f, mt = 1.0f;  // a running max from an earlier block
@@ -239,12 +248,12 @@ TEST(Kernels, FlashAttentionInOneBlockIsTodaysKernelBitForBit) {
 // The text decoder's causal attention (row_invariant, as text.cpp calls it) over many queries: against a
 // double-precision reference, and each row the same bits as that row read alone (a decode step; the prefix
 // cache relies on it). hd 72: a partial last panel; an offset: queries after a cached prefix; the last two
-// cases hold more than 128 Ki values of v, which is then packed in panels.
+// cases (70 queries, over 128 Ki values of v) pack v in panels, their keys in two query blocks.
 TEST(Kernels, CausalAttentionOverManyQueriesMatchesADoubleReferenceAndEachRowAlone) {
   struct Case {
     int64_t hd, offset, nq;
   };
-  for (const Case c : {Case{128, 0, 100}, Case{72, 37, 100}, Case{128, 1000, 30}, Case{72, 1800, 30}}) {
+  for (const Case c : {Case{128, 0, 100}, Case{72, 37, 100}, Case{128, 2000, 100}, Case{72, 2000, 100}}) {
     const int64_t hd = c.hd, offset = c.offset, nq = c.nq, n_kv = offset + nq;
     const auto q = normal_floats(static_cast<size_t>(nq * hd), 21, 1.5f);
     const auto k = normal_floats(static_cast<size_t>(n_kv * hd), 22, 1.5f);

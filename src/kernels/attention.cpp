@@ -15,6 +15,9 @@ namespace {
 // 72 query rows (a multiple of every table's tile rows) x n_kv scores: 72 x 3136 floats = 882 KiB for a
 // 1024x768 image's 3072+ patches.
 constexpr int64_t kQueryBlock = 72;
+// attention_head packs v in panels for at least this many query rows (a copy of v per call, which text.cpp makes
+// per query head and row chunk: at 64 rows it is under 2 % of P · v's work) and values of v (512 KiB: an L2).
+constexpr int64_t kMinRowsForVPanels = 64, kMinValuesForVPanels = 128 * 1024;
 }  // namespace
 
 void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int64_t ldk, const float* v, int64_t ldv,
@@ -22,7 +25,7 @@ void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int
                     AttentionScratch& s, bool row_invariant) {
   const KernelTable& K = kernels();
   // Both products run on row-times-panel tiles (tile_rows query rows x tile_cols columns of B, the kernel table's
-  // sizes): q · kᵀ with kᵀ packed panel by panel (tile_cols keys per panel row), P · v with v as it is.
+  // sizes): q · kᵀ with kᵀ packed panel by panel (tile_cols keys per panel row), P · v with v's rows or panels.
   const int tile_rows = K.nn_rows, tile_cols = K.nn_cols;
   // Few queries (decode steps): q · kᵀ as dot products with k's rows, no transposition (which would cost
   // more than the product). Many: kᵀ packed in panels of tile_cols keys.
@@ -45,7 +48,7 @@ void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int
   // it below (2b prefill of 3,498 tokens on a Zen 2: attention 14.4 -> 12.6 s; at 702 and 222 tokens, whose v
   // stays in L2, the packing cost 1-3 % instead). Otherwise v's rows, packed only when far apart. The sums are
   // the same either way.
-  const bool v_panels = nq >= 4 * tile_rows && n_kv * head_dim >= 128 * 1024;
+  const bool v_panels = nq >= kMinRowsForVPanels && n_kv * head_dim >= kMinValuesForVPanels;
   const float* vp = v;
   int64_t ldvp = ldv;
   if (v_panels) {
@@ -145,8 +148,8 @@ void grow(std::vector<T>& v, int64_t n) {
   if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
 }
 
-// Packs keys [j0, j1) of every head (j0, j1 multiples of the panel width tc, j1 rounded up past n: keys past n
-// are zero): f32 kᵀ panels and v rows, or their bf16 pairs.
+// Packs keys [j0, j1) of head h (j0, j1 multiples of the panel width tc, j1 rounded up past n: keys past n
+// are zero): f32 kᵀ panels and v column panels, or their bf16 pairs.
 void pack_keys(const KernelTable& K, const float* k, const float* v, int64_t ld, int64_t n, int64_t hd, int64_t h,
                int64_t j0, int64_t j1, int64_t panels, bool bf16, FlashScratch& s, std::vector<uint16_t>& row) {
   const int64_t tc = K.nn_cols;

@@ -15,7 +15,7 @@ struct KernelTable;
 struct AttentionScratch {
   std::vector<float> scores;  // [kQueryBlock, n_kv rounded up to whole panels]
   std::vector<float> kt;      // [n_kv / cols][head_dim][cols]: K transposed in panels of the tile's columns
-  std::vector<float> vc;      // [n_kv, head_dim]: V packed (its rows may be far apart, as in the fused qkv)
+  std::vector<float> vc;      // V packed: in column panels (many queries, a large v) or as [n_kv, head_dim] rows
 };
 
 // out[i] = softmax(q[i] · k[0..limit(i))ᵀ * scale) · v[0..limit(i)) for i < nq, where limit(i) = n_kv

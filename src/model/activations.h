@@ -66,7 +66,7 @@ struct VisionActivations {
   std::vector<float> attn;    // [N, D]: attention's output
   std::vector<float> tmp;     // [N, D]: proj's and fc2's output; a merger's hidden [N / m², m² D]
   std::vector<float> mlp;     // [min(N, mlp_rows), I]: fc1's output
-  FlashScratch flash;         // attention: every head's packed keys and values [heads, N, head_dim] x 2, the threads' blocks
+  FlashScratch flash;         // attention: every head's packed keys and values (heads x N x head_dim each), the threads' blocks
   size_t peak = 0;            // the most bytes() has been
 
   // Sizes every buffer but pixels for N patches (the patch embedding sizes pixels, h, cos and sin itself,
