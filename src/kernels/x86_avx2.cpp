@@ -161,9 +161,16 @@ void gemm_w16_tile(WeightType type, const float* x, int64_t ldx, const uint16_t*
 }
 
 // MR rows of A times a 16-column panel of B: 2 vectors per row, 2 * MR accumulators (12 for MR = 6), one
-// broadcast of a[i][t] per row and 2 loads of b per step.
-template <int MR>
-void nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc) {
+// broadcast of a[i][t] per row and 2 loads of b per step. kMasked: a partial panel of nc < 16 columns (an 8B
+// vision head's last 8 of 72), b's and c's columns past nc neither read nor written (masked loads and stores),
+// the same FMA per lane and step. (It was a scalar loop, one serial chain of k FMAs per output; a loop left to
+// the compiler also multiplied and added short sums apart and fused long ones, so a causal row read alone and in
+// a prefill slice differed.)
+template <int MR, bool kMasked>
+void nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc, int nc) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc), lane);
+  const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc - 8), lane);
   __m256 acc0[MR], acc1[MR];
 #pragma GCC unroll 6
   for (int i = 0; i < MR; ++i) {
@@ -171,7 +178,9 @@ void nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k
     acc1[i] = _mm256_setzero_ps();
   }
   for (int64_t t = 0; t < k; ++t) {
-    const __m256 b0 = _mm256_loadu_ps(b + t * ldb), b1 = _mm256_loadu_ps(b + t * ldb + 8);
+    const float* bt = b + t * ldb;
+    const __m256 b0 = kMasked ? _mm256_maskload_ps(bt, m0) : _mm256_loadu_ps(bt);
+    const __m256 b1 = kMasked ? _mm256_maskload_ps(bt + 8, m1) : _mm256_loadu_ps(bt + 8);
     // Fully unrolled, so the accumulators live in registers (GCC kept them on the stack otherwise,
     // a store and reload in every FMA's dependency chain: vision attention 43 -> 79 GFLOP/s, bench_kernels).
 #pragma GCC unroll 6
@@ -183,54 +192,23 @@ void nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k
   }
 #pragma GCC unroll 6
   for (int i = 0; i < MR; ++i) {
-    _mm256_storeu_ps(c + i * ldc, acc0[i]);
-    _mm256_storeu_ps(c + i * ldc + 8, acc1[i]);
-  }
-}
-
-// nn_tile on a partial panel of nc < 16 columns (an 8B vision head's last 8 of 72): the same FMA per lane and
-// step, b's columns past nc neither read nor written (masked loads and stores). It was a scalar loop, one
-// serial chain of k FMAs per output; a loop left to the compiler also multiplied and added short sums apart
-// and fused long ones, so a causal row read alone (its own keys) and in a prefill slice (zeros after) differed.
-template <int MR>
-void nn_tile_partial(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc,
-                     int nc) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc), lane);
-  const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc - 8), lane);
-  __m256 acc0[MR], acc1[MR];
-#pragma GCC unroll 6
-  for (int i = 0; i < MR; ++i) {
-    acc0[i] = _mm256_setzero_ps();
-    acc1[i] = _mm256_setzero_ps();
-  }
-  for (int64_t t = 0; t < k; ++t) {
-    const __m256 b0 = _mm256_maskload_ps(b + t * ldb, m0), b1 = _mm256_maskload_ps(b + t * ldb + 8, m1);
-#pragma GCC unroll 6
-    for (int i = 0; i < MR; ++i) {
-      const __m256 av = _mm256_broadcast_ss(a + i * lda + t);
-      acc0[i] = _mm256_fmadd_ps(av, b0, acc0[i]);
-      acc1[i] = _mm256_fmadd_ps(av, b1, acc1[i]);
+    if (kMasked) {
+      _mm256_maskstore_ps(c + i * ldc, m0, acc0[i]);
+      _mm256_maskstore_ps(c + i * ldc + 8, m1, acc1[i]);
+    } else {
+      _mm256_storeu_ps(c + i * ldc, acc0[i]);
+      _mm256_storeu_ps(c + i * ldc + 8, acc1[i]);
     }
-  }
-#pragma GCC unroll 6
-  for (int i = 0; i < MR; ++i) {
-    _mm256_maskstore_ps(c + i * ldc, m0, acc0[i]);
-    _mm256_maskstore_ps(c + i * ldc + 8, m1, acc1[i]);
   }
 }
 
 void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc,
                       int mr, int nc) {
-  using Fn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t);
-  using PartialFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, int);
-  if (nc != 16) {  // a partial panel: the full tile's loads would read past it
-    static constexpr PartialFn kPartial[6] = {nn_tile_partial<1>, nn_tile_partial<2>, nn_tile_partial<3>,
-                                              nn_tile_partial<4>, nn_tile_partial<5>, nn_tile_partial<6>};
-    return kPartial[mr - 1](a, lda, b, ldb, k, c, ldc, nc);
-  }
-  static constexpr Fn kTiles[6] = {nn_tile<1>, nn_tile<2>, nn_tile<3>, nn_tile<4>, nn_tile<5>, nn_tile<6>};
-  kTiles[mr - 1](a, lda, b, ldb, k, c, ldc);
+  using Fn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, int);
+  static constexpr Fn kTiles[2][6] = {
+      {nn_tile<1, false>, nn_tile<2, false>, nn_tile<3, false>, nn_tile<4, false>, nn_tile<5, false>, nn_tile<6, false>},
+      {nn_tile<1, true>, nn_tile<2, true>, nn_tile<3, true>, nn_tile<4, true>, nn_tile<5, true>, nn_tile<6, true>}};
+  kTiles[nc != 16][mr - 1](a, lda, b, ldb, k, c, ldc, nc);
 }
 
 // exp(x) for N vectors of 8 floats: range reduction x = n ln2 + r (ln2 split in two for exactness), a degree-6
