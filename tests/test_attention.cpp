@@ -120,6 +120,57 @@ TEST(Kernels, ExpScaledFromCarriesTheRunningMaxInEveryTable) {
     }
 }
 
+// The softmax step's exponentials against exp in double: within 2 float32 ulps over the whole range a softmax
+// feeds it (x * scale - max from 0 down to -86), so a table's faster exp (the avx2 table's degree-6 polynomial
+// with 2^n added to the exponent bits) stays as exact as std::exp's rounding allows. Below -86.6, where tables
+// may return a tiny value (<= 2.5e-38) rather than 0, and at -inf: tiny, never NaN or negative.
+TEST(Kernels, ExpScaledFromIsWithinTwoUlpsOfExpInEveryTable) {
+  constexpr int64_t n = 1 << 16;
+  std::vector<float> x0(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x0[static_cast<size_t>(i)] = -86.0f * static_cast<float>(i) / (n - 1);
+  for (const KernelTable* t : all_tables()) {
+    std::vector<float> x = x0;
+    float m = 0.0f;
+    const float sum = t->exp_scaled_from(x.data(), n, 1.0f, &m);
+    ASSERT_EQ(m, 0.0f) << t->name;
+    double worst = 0, got_sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = std::exp(static_cast<double>(x0[static_cast<size_t>(i)]));
+      got_sum += x[static_cast<size_t>(i)];
+      worst = std::max(worst, std::abs(x[static_cast<size_t>(i)] - want) / want);
+    }
+    EXPECT_LE(worst, 2 * 2 * kEps) << t->name << ": worst relative error";
+    EXPECT_NEAR(sum, got_sum, 1e-4 * got_sum) << t->name << ": the sum returned is the values' (float sums of 65,536)";
+    std::vector<float> deep = {-86.7f, -87.5f, -90.0f, -104.0f, -1e6f, -3e38f, -INFINITY, 0.0f};
+    float m2 = 0.0f;
+    t->exp_scaled_from(deep.data(), static_cast<int64_t>(deep.size()), 1.0f, &m2);
+    for (size_t i = 0; i + 1 < deep.size(); ++i)
+      EXPECT_TRUE(deep[i] >= 0.0f && deep[i] <= 2.5e-38f) << t->name << " value " << i << ": " << deep[i];
+    EXPECT_EQ(deep.back(), 1.0f) << t->name;
+  }
+}
+
+// Each value's exponential the same bits wherever it falls in a call: in a table's widest loop, its one-vector
+// loop or its tail. A causal row read alone (a decode step) and inside a prefill slice, or a row of any length,
+// must see the same bits for the same scores (the prefix cache's promise).
+TEST(Kernels, ExpScaledFromGivesAValueTheSameBitsAtEveryPosition) {
+  const auto x = normal_floats(200, 21, 6.0f);
+  for (const KernelTable* t : all_tables()) {
+    std::vector<float> whole(x.begin(), x.end());
+    float mw = 40.0f;  // above every x * scale: each call's max is this running max
+    t->exp_scaled_from(whole.data(), static_cast<int64_t>(whole.size()), 0.75f, &mw);
+    for (int64_t off : {0, 1, 7, 8, 9, 63, 64, 65, 130})
+      for (int64_t len : {1, 3, 8, 9, 17, 64, 70}) {
+        if (off + len > static_cast<int64_t>(x.size())) continue;
+        std::vector<float> part(x.begin() + off, x.begin() + off + len);
+        float m = 40.0f;
+        t->exp_scaled_from(part.data(), len, 0.75f, &m);
+        ASSERT_EQ(0, std::memcmp(part.data(), whole.data() + off, static_cast<size_t>(len) * 4))
+            << t->name << " offset " << off << " length " << len;
+      }
+  }
+}
+
 TEST(Kernels, Bf16TileMatchesItsSlowTwin) {
   const KernelTable& g = bf16_twin_kernels();
   int tested = 0;
