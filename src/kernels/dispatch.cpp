@@ -68,6 +68,7 @@ const KernelTable* avx512vnni_kernels() {
     KernelTable t = *base;
     t.name = "avx512vnni";
     t.gemm_f32_nn_tile = avx512vnni::gemm_f32_nn_tile;
+    t.gemm_f32_nn_panels = nullptr;  // not avx2's 16-column one: its callers loop over this tile
     t.nn_rows = 6;
     t.nn_cols = 64;
     t.exp_scaled = avx512vnni::exp_scaled;

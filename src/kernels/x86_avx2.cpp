@@ -211,6 +211,19 @@ void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, 
   kTiles[nc != 16][mr - 1](a, lda, b, ldb, k, c, ldc, nc);
 }
 
+template <int MR>
+void nn_panels(const float* a, int64_t lda, const float* b, int64_t panel_stride, int64_t k, float* c, int64_t ldc,
+               int64_t panels) {
+  for (int64_t p = 0; p < panels; ++p) nn_tile<MR, false>(a, lda, b + p * panel_stride, 16, k, c + p * 16, ldc, 16);
+}
+
+void gemm_f32_nn_panels(const float* a, int64_t lda, const float* b, int64_t panel_stride, int64_t k, float* c,
+                        int64_t ldc, int mr, int64_t panels) {
+  using Fn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, int64_t);
+  static constexpr Fn kPanels[6] = {nn_panels<1>, nn_panels<2>, nn_panels<3>, nn_panels<4>, nn_panels<5>, nn_panels<6>};
+  kPanels[mr - 1](a, lda, b, panel_stride, k, c, ldc, panels);
+}
+
 // exp(x) for N vectors of 8 floats: range reduction x = n ln2 + r (ln2 split in two for exactness), a degree-6
 // polynomial for e^r on |r| <= ln2 / 2, and 2^n built in the exponent bits. Relative error about 2e-7; inputs
 // below -87.3 give 0, above 88.7 give +inf (kClampHigh false: the caller's inputs are <= 0, as a softmax's
@@ -678,6 +691,7 @@ const KernelTable* avx2_kernels() {
       .gemm_f32_nn_tile = avx2::gemm_f32_nn_tile,
       .nn_rows = 6,
       .nn_cols = 16,
+      .gemm_f32_nn_panels = avx2::gemm_f32_nn_panels,
       .exp_scaled = avx2::exp_scaled,
       .gelu_tanh = avx2::gelu_tanh,
       .silu_mul = avx2::silu_mul,
