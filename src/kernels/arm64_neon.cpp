@@ -248,7 +248,7 @@ void nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k
 }
 
 // exp(x) for N vectors of 4 floats, x86_avx2.cpp's exp8_n step for step (the same constants, the same FMAs,
-// so the same bits lane by lane for inputs that are not NaN): x = n ln2 + r with n from a 1.5 * 2^23 shifter, a degree-6 polynomial for
+// so the same bits lane by lane for inputs that are not NaN): x = n ln2 + r with n from a 1.5 * 2^23 shifter, a degree-7 polynomial for
 // e^r, 2^n built in the exponent bits; inputs below -87.3 give 0, above 88.7 +inf (kClampHigh false: the
 // caller's inputs are <= 0). The N vectors' steps interleaved, so N chains are in flight.
 template <int N, bool kClampHigh = true>

@@ -42,8 +42,9 @@ struct KernelTable {
   int nn_rows, nn_cols;
   // `panels` full tiles along a row of panels: for p < panels, gemm_f32_nn_tile(a, lda, b + p * panel_stride,
   // nn_cols, k, c + p * nn_cols, ldc, mr, nn_cols), the same bits, the tile inlined in the loop rather than a call
-  // per panel (flash attention's q · kᵀ: 32 panels of k = 64 per row tile; vision attention at 3,072 patches
-  // 241 -> 239 ms on a Zen 2). Null where a table has none: its callers run that loop, which is its slow twin.
+  // per panel (flash attention's q · kᵀ: a row tile against a key block's panels, 32 of k = 64 for a 2b head in
+  // 512-key blocks; vision attention at 3,072 patches 241 -> 238 ms on a Zen 2). Null where a table has none: its
+  // callers run that loop, which is its slow twin.
   void (*gemm_f32_nn_panels)(const float* a, int64_t lda, const float* b, int64_t panel_stride, int64_t k, float* c,
                              int64_t ldc, int mr, int64_t panels) = nullptr;
 

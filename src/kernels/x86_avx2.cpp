@@ -224,15 +224,14 @@ void gemm_f32_nn_panels(const float* a, int64_t lda, const float* b, int64_t pan
   kPanels[mr - 1](a, lda, b, panel_stride, k, c, ldc, panels);
 }
 
-// exp(x) for N vectors of 8 floats: range reduction x = n ln2 + r (ln2 split in two for exactness), a degree-6
+// exp(x) for N vectors of 8 floats: range reduction x = n ln2 + r (ln2 split in two for exactness), a degree-7
 // polynomial for e^r on |r| <= ln2 / 2, and 2^n built in the exponent bits. Relative error about 2e-7; inputs
-// below -87.3 give 0, above 88.7 give +inf (kClampHigh false: the caller's inputs are <= 0, as a softmax's
-// x - max are). Every step is done for all N vectors before the next, so N independent chains of ~60 cycles
-// are in flight: on a Zen 2 (small FP scheduler) exp_scaled over 3,072 values took 2.22 us one vector at a
-// time, 1.70 us four at a time, 1.62 us eight without the upper clamp (BENCHMARKS.md). n = round(x log2e) comes
-// from adding the shifter 1.5 * 2^23, whose sum holds n in its low mantissa bits: 2^n is that sum's bits (+127)
-// shifted, with no round or convert instruction.
-template <int N, bool kClampHigh = true>
+// below -87.3 give 0, above 88.7 give +inf (GELU's and SiLU's exp; the softmax has exp8_softmax_n below). Every
+// step is done for all N vectors before the next, so N independent chains of ~60 cycles are in flight: on a
+// Zen 2 (small FP scheduler) exp_scaled over 3,072 values took 2.22 us one vector at a time and 1.70 us four at
+// a time (BENCHMARKS.md). n = round(x log2e) comes from adding the shifter 1.5 * 2^23, whose sum holds n in its
+// low mantissa bits: 2^n is that sum's bits (+127) shifted, with no round or convert instruction.
+template <int N>
 inline void exp8_n(__m256 (&x)[N]) {
   const __m256 hi = _mm256_set1_ps(88.7f), lo = _mm256_set1_ps(-87.3f), shifter = _mm256_set1_ps(12582912.0f);
   __m256 under[N], n[N], r[N], p[N];
@@ -240,7 +239,7 @@ inline void exp8_n(__m256 (&x)[N]) {
   for (int j = 0; j < N; ++j) {
     under[j] = _mm256_cmp_ps(x[j], lo, _CMP_LT_OQ);
     x[j] = _mm256_max_ps(x[j], lo);
-    if (kClampHigh) x[j] = _mm256_min_ps(x[j], hi);
+    x[j] = _mm256_min_ps(x[j], hi);
   }
   for (int j = 0; j < N; ++j) {
     const __m256 t = _mm256_fmadd_ps(x[j], _mm256_set1_ps(1.44269504088896341f), shifter);

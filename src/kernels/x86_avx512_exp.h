@@ -3,7 +3,7 @@
 // its own flags and internal linkage. The includer includes <immintrin.h> and <cstdint> first.
 #pragma once
 
-// exp(x) for 16 floats: the AVX2 table's exp8 (range reduction with ln2 in two parts, the same degree-6
+// exp(x) for 16 floats: the AVX2 table's exp8 (range reduction with ln2 in two parts, the same degree-7
 // polynomial) on 512-bit registers, with 2^n applied by vscalefps (no masks or exponent arithmetic, 5
 // instructions fewer than exp8). x is clamped to [-104, 88.7] first (so -inf gives 0, not NaN): below -87.3
 // the results are denormals (exp8 flushes them to 0), down to 0 at -104; from 88.7 up, about 3.3e38 (exp8: +inf).
