@@ -18,6 +18,15 @@ constexpr int64_t kQueryBlock = 72;
 // attention_head packs v in panels for at least this many query rows (a copy of v per call, which text.cpp makes
 // per query head and row chunk: at 64 rows it is under 2 % of P · v's work) and values of v (512 KiB: an L2).
 constexpr int64_t kMinRowsForVPanels = 64, kMinValuesForVPanels = 128 * 1024;
+
+// q · kᵀ for a row tile against `panels` packed kᵀ panels (panel_stride floats apart): the table's
+// gemm_f32_nn_panels where it has one, else its slow twin, the loop over gemm_f32_nn_tile.
+void nn_panels(const KernelTable& K, const float* a, int64_t lda, const float* b, int64_t panel_stride, int64_t k,
+               float* c, int64_t ldc, int mr, int64_t panels) {
+  if (K.gemm_f32_nn_panels) return K.gemm_f32_nn_panels(a, lda, b, panel_stride, k, c, ldc, mr, panels);
+  for (int64_t p = 0; p < panels; ++p)
+    K.gemm_f32_nn_tile(a, lda, b + p * panel_stride, K.nn_cols, k, c + p * K.nn_cols, ldc, mr, K.nn_cols);
+}
 }  // namespace
 
 void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int64_t ldk, const float* v, int64_t ldv,
@@ -75,14 +84,8 @@ void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int
     if (pack_k) {
       for (int64_t i = 0; i < rows; i += tile_rows) {
         const int mr = static_cast<int>(std::min<int64_t>(tile_rows, rows - i));
-        if (K.gemm_f32_nn_panels) {
-          K.gemm_f32_nn_panels(q + (q0 + i) * ldq, ldq, s.kt.data(), head_dim * tile_cols, head_dim, sc + i * lds, lds, mr,
-                               (kv_end + tile_cols - 1) / tile_cols);
-          continue;
-        }
-        for (int64_t j = 0; j < kv_end; j += tile_cols)
-          K.gemm_f32_nn_tile(q + (q0 + i) * ldq, ldq, &s.kt[static_cast<size_t>((j / tile_cols) * head_dim * tile_cols)], tile_cols,
-                             head_dim, sc + i * lds + j, lds, mr, tile_cols);
+        nn_panels(K, q + (q0 + i) * ldq, ldq, s.kt.data(), head_dim * tile_cols, head_dim, sc + i * lds, lds, mr,
+                  (kv_end + tile_cols - 1) / tile_cols);
       }
     } else {
       for (int64_t i = 0; i < rows; i += 4) {
@@ -238,22 +241,15 @@ void flash_rows(const KernelTable& K, const float* q, int64_t ld, int64_t n, int
     // panels from L2). Panel-outer order measured 11% slower on Zen 5 (448² image: 24 layers 174 vs 154 ms).
     for (int64_t i = 0; i < rows; i += tr) {
       const int mr = static_cast<int>(std::min(tr, rows - i));
-      if (!bf16 && K.gemm_f32_nn_panels) {
-        K.gemm_f32_nn_panels(&t.qf[static_cast<size_t>(i * hd)], hd, &s.kt[static_cast<size_t>((h * panels + kv0 / tc) * hd * tc)],
-                             hd * tc, hd, S + i * Bk, Bk, mr, np);
+      if (!bf16) {
+        nn_panels(K, &t.qf[static_cast<size_t>(i * hd)], hd, &s.kt[static_cast<size_t>((h * panels + kv0 / tc) * hd * tc)],
+                  hd * tc, hd, S + i * Bk, Bk, mr, np);
         continue;
       }
       for (int64_t p = 0; p < np; ++p) {
-        const int64_t panel = kv0 / tc + p;
-        if (bf16) {
-          const uint16_t* kp = &s.kt2[static_cast<size_t>((h * panels + panel) * hd * tc)];
-          K.gemm_bf16_nn_tile(&t.qb[static_cast<size_t>(i * hd)], hd, kp, 2 * tc, hd / 2, S + i * Bk + p * tc, Bk, mr,
-                              static_cast<int>(tc));
-        } else {
-          const float* kp = &s.kt[static_cast<size_t>((h * panels + panel) * hd * tc)];
-          K.gemm_f32_nn_tile(&t.qf[static_cast<size_t>(i * hd)], hd, kp, tc, hd, S + i * Bk + p * tc, Bk, mr,
-                             static_cast<int>(tc));
-        }
+        const uint16_t* kp = &s.kt2[static_cast<size_t>((h * panels + kv0 / tc + p) * hd * tc)];
+        K.gemm_bf16_nn_tile(&t.qb[static_cast<size_t>(i * hd)], hd, kp, 2 * tc, hd / 2, S + i * Bk + p * tc, Bk, mr,
+                            static_cast<int>(tc));
       }
     }
     // The online softmax: each row's new max, its exponentials (in place; bf16: as bf16 pairs, an odd block's

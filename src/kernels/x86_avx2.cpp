@@ -224,31 +224,42 @@ void gemm_f32_nn_panels(const float* a, int64_t lda, const float* b, int64_t pan
   kPanels[mr - 1](a, lda, b, panel_stride, k, c, ldc, panels);
 }
 
+// exp8_n's and exp8_softmax_n's range reduction: x = n ln2 + r, ln2 in two parts (the first exact in few bits, so
+// n times it is exact), |r| <= ln2 / 2, and e = (n + kBias) << 23, 2^n's exponent bits (kBias 127: as a float) or
+// an increment for a float's exponent field (kBias 0). n = round(x log2e) comes from adding the shifter
+// 1.5 * 2^23, whose sum's bits are 0x4B400000 + n: shifted by 23 they leave n << 23 (0x4B400000's low 9 bits are
+// zero), with no round or convert instruction.
+template <int N, int kBias>
+inline void reduce8_n(const __m256 (&x)[N], __m256 (&r)[N], __m256i (&e)[N]) {
+  const __m256 shifter = _mm256_set1_ps(12582912.0f);
+  __m256 n[N];
+  for (int j = 0; j < N; ++j) {
+    const __m256 t = _mm256_fmadd_ps(x[j], _mm256_set1_ps(1.44269504088896341f), shifter);
+    n[j] = _mm256_sub_ps(t, shifter);
+    __m256i bits = _mm256_castps_si256(t);
+    if constexpr (kBias != 0) bits = _mm256_add_epi32(bits, _mm256_set1_epi32(kBias));
+    e[j] = _mm256_slli_epi32(bits, 23);
+  }
+  for (int j = 0; j < N; ++j) r[j] = _mm256_fnmadd_ps(n[j], _mm256_set1_ps(0.693359375f), x[j]);
+  for (int j = 0; j < N; ++j) r[j] = _mm256_fnmadd_ps(n[j], _mm256_set1_ps(-2.12194440e-4f), r[j]);
+}
+
 // exp(x) for N vectors of 8 floats: range reduction x = n ln2 + r (ln2 split in two for exactness), a degree-7
 // polynomial for e^r on |r| <= ln2 / 2, and 2^n built in the exponent bits. Relative error about 2e-7; inputs
 // below -87.3 give 0, above 88.7 give +inf (GELU's and SiLU's exp; the softmax has exp8_softmax_n below). Every
 // step is done for all N vectors before the next, so N independent chains of ~60 cycles are in flight: on a
 // Zen 2 (small FP scheduler) exp_scaled over 3,072 values took 2.22 us one vector at a time and 1.70 us four at
-// a time (BENCHMARKS.md). n = round(x log2e) comes from adding the shifter 1.5 * 2^23, whose sum holds n in its
-// low mantissa bits: 2^n is that sum's bits (+127) shifted, with no round or convert instruction.
+// a time (BENCHMARKS.md). The range reduction is reduce8_n's, 2^n its exponent bits as a float.
 template <int N>
 inline void exp8_n(__m256 (&x)[N]) {
-  const __m256 hi = _mm256_set1_ps(88.7f), lo = _mm256_set1_ps(-87.3f), shifter = _mm256_set1_ps(12582912.0f);
-  __m256 under[N], n[N], r[N], p[N];
+  const __m256 hi = _mm256_set1_ps(88.7f), lo = _mm256_set1_ps(-87.3f);
+  __m256 under[N], r[N], p[N];
   __m256i e[N];
   for (int j = 0; j < N; ++j) {
     under[j] = _mm256_cmp_ps(x[j], lo, _CMP_LT_OQ);
-    x[j] = _mm256_max_ps(x[j], lo);
-    x[j] = _mm256_min_ps(x[j], hi);
+    x[j] = _mm256_min_ps(_mm256_max_ps(x[j], lo), hi);
   }
-  for (int j = 0; j < N; ++j) {
-    const __m256 t = _mm256_fmadd_ps(x[j], _mm256_set1_ps(1.44269504088896341f), shifter);
-    n[j] = _mm256_sub_ps(t, shifter);
-    // (0x4B400000 + n + 127) << 23 keeps (n + 127) << 23: 0x4B400000's low 9 bits are zero.
-    e[j] = _mm256_slli_epi32(_mm256_add_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(127)), 23);
-  }
-  for (int j = 0; j < N; ++j) r[j] = _mm256_fnmadd_ps(n[j], _mm256_set1_ps(0.693359375f), x[j]);
-  for (int j = 0; j < N; ++j) r[j] = _mm256_fnmadd_ps(n[j], _mm256_set1_ps(-2.12194440e-4f), r[j]);
+  reduce8_n<N, 127>(x, r, e);
   for (int j = 0; j < N; ++j) p[j] = _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r[j], _mm256_set1_ps(1.3981999507e-3f));
   for (int j = 0; j < N; ++j) p[j] = _mm256_fmadd_ps(p[j], r[j], _mm256_set1_ps(8.3334519073e-3f));
   for (int j = 0; j < N; ++j) p[j] = _mm256_fmadd_ps(p[j], r[j], _mm256_set1_ps(4.1665795894e-2f));
@@ -269,20 +280,14 @@ inline void exp8_n(__m256 (&x)[N]) {
 // - 2^n added to the polynomial's exponent bits (an integer add, not a multiply), which needs p 2^n normal: x is
 //   clamped at -86.6 (n >= -125), so x below -86.6 gives exp(-86.6) = 2.4e-38 rather than 0 (exp8_n: 0 below
 //   -87.3; x86_avx512_exp.h: denormals). In a softmax's sum, which is >= 1, such terms vanish either way.
-// n comes from the shifter as in exp8_n: t's bits are 0x4B400000 + n, whose shift by 23 leaves n << 23.
+// The range reduction is reduce8_n's, with n << 23 to add to p's bits.
 template <int N>
 inline void exp8_softmax_n(__m256 (&x)[N]) {
-  const __m256 lo = _mm256_set1_ps(-86.6f), shifter = _mm256_set1_ps(12582912.0f);
-  __m256 n[N], r[N], p[N];
+  const __m256 lo = _mm256_set1_ps(-86.6f);
+  __m256 r[N], p[N];
   __m256i e[N];
   for (int j = 0; j < N; ++j) x[j] = _mm256_max_ps(x[j], lo);
-  for (int j = 0; j < N; ++j) {
-    const __m256 t = _mm256_fmadd_ps(x[j], _mm256_set1_ps(1.44269504088896341f), shifter);
-    n[j] = _mm256_sub_ps(t, shifter);
-    e[j] = _mm256_slli_epi32(_mm256_castps_si256(t), 23);
-  }
-  for (int j = 0; j < N; ++j) r[j] = _mm256_fnmadd_ps(n[j], _mm256_set1_ps(0.693359375f), x[j]);
-  for (int j = 0; j < N; ++j) r[j] = _mm256_fnmadd_ps(n[j], _mm256_set1_ps(-2.12194440e-4f), r[j]);
+  reduce8_n<N, 0>(x, r, e);
   for (int j = 0; j < N; ++j) p[j] = _mm256_fmadd_ps(_mm256_set1_ps(1.3814612757e-3f), r[j], _mm256_set1_ps(8.3687100559e-3f));
   for (int j = 0; j < N; ++j) p[j] = _mm256_fmadd_ps(p[j], r[j], _mm256_set1_ps(4.1668388993e-2f));
   for (int j = 0; j < N; ++j) p[j] = _mm256_fmadd_ps(p[j], r[j], _mm256_set1_ps(1.6666521132e-1f));
