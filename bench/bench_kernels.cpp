@@ -116,6 +116,35 @@ BENCHMARK(BM_VisionAttention)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// One text layer's causal attention over a prompt of L tokens on the 2b shapes (16 query heads of 128, 8 kv
+// heads), as text.cpp runs a prefill: row-invariant attention_head calls, a kv head's query heads per task
+// (its keys and values as rows, the shared widened copy text.cpp reads). Arg: L. GFLOP/s counts the causal
+// triangle's q · kᵀ and P · v (4 hd flops per query and visible key).
+void BM_TextAttention(benchmark::State& state) {
+  const int64_t L = state.range(0), heads = 16, kv_heads = 8, hd = 128, qd = heads * hd, group = heads / kv_heads;
+  std::vector<float> q(static_cast<size_t>(L * qd)), k(static_cast<size_t>(kv_heads * L * hd)),
+      v(static_cast<size_t>(kv_heads * L * hd)), out(static_cast<size_t>(L * qd));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (auto* x : {&q, &k, &v})
+    for (float& e : *x) e = g(rng);
+  std::vector<AttentionScratch> scratch(static_cast<size_t>(pool().size()));
+  for (auto _ : state) {
+    pool().parallel_for_dynamic(kv_heads, 1, [&](int t, int64_t h0, int64_t h1) {
+      for (int64_t kv = h0; kv < h1; ++kv)
+        for (int64_t h = kv * group; h < (kv + 1) * group; ++h)
+          attention_head(&q[static_cast<size_t>(h * hd)], qd, L, &k[static_cast<size_t>(kv * L * hd)], hd,
+                         &v[static_cast<size_t>(kv * L * hd)], hd, L, hd, 0.0884f, 0, &out[static_cast<size_t>(h * hd)], qd,
+                         scratch[static_cast<size_t>(t)], /*row_invariant=*/true);
+    });
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * heads * L * (L + 1) * hd, benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+  state.SetLabel(kernels().name);
+}
+BENCHMARK(BM_TextAttention)->Arg(782)->Arg(3498)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // The element-wise kernels on the model's shapes, threaded as the model runs them; GB/s = bytes read and
 // written once. Args: rows, columns.
 void element_counters(benchmark::State& state, double bytes) {

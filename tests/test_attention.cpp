@@ -180,7 +180,7 @@ TEST(Kernels, NnPanelsAreTheTileLoopBitForBit) {
     ++tested;
     const int64_t tc = t->nn_cols;
     for (int64_t k : {1, 7, 64, 72})
-      for (int64_t panels : {1, 3}) {
+      for (int64_t panels : {1, 3, 4, 9}) {  // 4 and 9: the few-row tiles' groups of panels, and a remainder
         const int64_t stride = k * tc + 5, lda = k + 3, ldc = panels * tc + 9;
         const auto a = normal_floats(static_cast<size_t>(t->nn_rows * lda), 31);
         const auto b = normal_floats(static_cast<size_t>(panels * stride), 32);
@@ -368,6 +368,64 @@ TEST(Kernels, CausalAttentionOverManyQueriesMatchesADoubleReferenceAndEachRowAlo
   }
 }
 
+// The KV cache holds keys as kᵀ panels of the table's tile width (what attention_head's q · kᵀ reads): keys() and
+// widen() (from a panel boundary, as text.cpp's shared widening cuts them) give kt[p][d][c] = key p * cols + c,
+// a begun panel's columns past the stored keys are zero, copy_prefix_from carries the panels, and attention on
+// the cache's panels is attention on the keys as rows, bit for bit, for a prefill and for each row decoded alone.
+TEST(Kernels, KVCacheHoldsKeysAsThePanelsAttentionReads) {
+  TextConfig tc;
+  tc.num_hidden_layers = 2;
+  tc.num_key_value_heads = 2;
+  tc.head_dim = 72;
+  const int64_t hd = tc.head_dim, n = 150, cols = kernels().nn_cols;
+  const auto k = normal_floats(static_cast<size_t>(n * hd), 41, 1.5f), v = normal_floats(static_cast<size_t>(n * hd), 42);
+  const auto q = normal_floats(static_cast<size_t>(n * hd), 43, 1.5f);
+  for (KVType type : {KVType::kF32, KVType::kF16}) {
+    KVCache cache(tc, 200, type);
+    EXPECT_EQ(cache.panel_cols(), cols);
+    // Stale keys where the last panel's unstored columns lie (positions n.. share its panel): beginning the
+    // panel zeroes them.
+    for (int64_t p = n; p < n + 3; ++p) cache.store(1, 1, p, &k[0], &v[0]);
+    for (int64_t p = 0; p < n; ++p) cache.store(1, 1, p, &k[static_cast<size_t>(p * hd)], &v[static_cast<size_t>(p * hd)]);
+    cache.advance(n);
+    // Rounded as the cache rounds them (f16: the stored values).
+    std::vector<float> kr(k), vr(v);
+    if (type == KVType::kF16)
+      for (auto* x : {&kr, &vr})
+        for (float& e : *x) e = f16_to_f32(f32_to_f16(e));
+    std::vector<float> buf, vbuf;
+    const float* kt = cache.keys(1, 1, n, buf);
+    const int64_t panels = (n + cols - 1) / cols;
+    ASSERT_EQ(cache.key_floats(n), panels * hd * cols);
+    for (int64_t j = 0; j < panels * cols; ++j)
+      for (int64_t d = 0; d < hd; ++d)
+        ASSERT_EQ(kt[(j / cols) * hd * cols + d * cols + j % cols], j < n ? kr[static_cast<size_t>(j * hd + d)] : 0.0f)
+            << kv_type_name(type) << " key " << j << " dim " << d;
+    ASSERT_EQ(0, std::memcmp(cache.values(1, 1, n, vbuf), vr.data(), static_cast<size_t>(n * hd) * 4));
+    // widen() from panel 1 on: the same panels and values as keys() / values() there.
+    std::vector<float> wk(static_cast<size_t>(cache.key_floats(n) - cache.key_floats(cols))), wv(static_cast<size_t>((n - cols) * hd));
+    cache.widen(1, 1, cols, n, wk.data(), wv.data());
+    ASSERT_EQ(0, std::memcmp(wk.data(), kt + hd * cols, wk.size() * 4)) << kv_type_name(type);
+    ASSERT_EQ(0, std::memcmp(wv.data(), vr.data() + cols * hd, wv.size() * 4)) << kv_type_name(type);
+    // A copied prefix holds the same panels.
+    KVCache copy(tc, 200, type);
+    copy.copy_prefix_from(cache, n - 7);
+    std::vector<float> cbuf;
+    ASSERT_EQ(0, std::memcmp(copy.keys(1, 1, n - 7, cbuf), kt, static_cast<size_t>(copy.key_floats(n - 7)) * 4));
+    // Attention on the cache's panels: the keys as rows, bit for bit (the prefill, and each row alone).
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    std::vector<float> want(static_cast<size_t>(n * hd)), got(want.size()), alone(static_cast<size_t>(hd));
+    AttentionScratch s;
+    attention_head(q.data(), hd, n, kr.data(), hd, vr.data(), hd, n, hd, scale, 0, want.data(), hd, s, true);
+    attention_head(q.data(), hd, n, nullptr, 0, vr.data(), hd, n, hd, scale, 0, got.data(), hd, s, true, kt);
+    ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * 4)) << kv_type_name(type);
+    for (int64_t i = 0; i < n; i += 13) {
+      attention_head(q.data() + i * hd, hd, 1, nullptr, 0, vr.data(), hd, i + 1, hd, scale, i, alone.data(), hd, s, true, kt);
+      ASSERT_EQ(0, std::memcmp(alone.data(), want.data() + i * hd, static_cast<size_t>(hd) * 4)) << "row " << i;
+    }
+  }
+}
+
 TEST(Kernels, TileSizesFromQvlTilesAreChecked) {
   TileChoice t;
   ASSERT_TRUE(parse_tiles("48,512,64", t).ok());
@@ -457,14 +515,16 @@ TEST(ManyThreads, VisionTowerAndPrefillGiveTheSameBitsAt1To64Threads) {
     seq.logits = r.logits.data();
     TextActivations act;
     text_forward_batch(model, pool, {seq}, &dump, &act);
-    // Where the keys and values were widened: per thread up to nkv threads, else shared (nkv x 200 positions)
-    // and no thread holds a widened copy.
+    // Where the keys and values were widened: per thread up to nkv threads, else shared (nkv x 200 positions,
+    // rounded up to whole key panels) and no thread holds a widened copy.
     size_t per_thread = 0;
     for (const AttentionThreadScratch& t : act.threads) per_thread += t.keys.size() + t.values.size();
     const size_t shared = act.shared_keys.size() + act.shared_values.size();
     if (threads > nkv) {
       EXPECT_EQ(per_thread, 0u) << threads << " threads";
-      EXPECT_EQ(shared, static_cast<size_t>(2 * nkv * n * tc.head_dim)) << threads << " threads";
+      // Each kv head's keys in whole panels of the table's width (the cache's layout), its values in as many floats.
+      EXPECT_EQ(shared, static_cast<size_t>(2 * nkv * cache.key_floats(n))) << threads << " threads";
+      EXPECT_EQ(cache.key_floats(n), (n + kernels().nn_cols - 1) / kernels().nn_cols * kernels().nn_cols * tc.head_dim);
     } else {
       EXPECT_GT(per_thread, 0u) << threads << " threads";
       EXPECT_EQ(shared, 0u) << threads << " threads";

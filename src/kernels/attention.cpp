@@ -31,14 +31,16 @@ void nn_panels(const KernelTable& K, const float* a, int64_t lda, const float* b
 
 void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int64_t ldk, const float* v, int64_t ldv,
                     int64_t n_kv, int64_t head_dim, float scale, int64_t causal_offset, float* out, int64_t ldo,
-                    AttentionScratch& s, bool row_invariant) {
+                    AttentionScratch& s, bool row_invariant, const float* kt) {
   const KernelTable& K = kernels();
   // Both products run on row-times-panel tiles (tile_rows query rows x tile_cols columns of B, the kernel table's
-  // sizes): q · kᵀ with kᵀ packed panel by panel (tile_cols keys per panel row), P · v with v's rows or panels.
+  // sizes): q · kᵀ with kᵀ in panels (tile_cols keys per panel row), P · v with v's rows or panels.
   const int tile_rows = K.nn_rows, tile_cols = K.nn_cols;
-  // Few queries (decode steps): q · kᵀ as dot products with k's rows, no transposition (which would cost
-  // more than the product). Many: kᵀ packed in panels of tile_cols keys.
-  const bool pack_k = nq >= tile_rows && !row_invariant;
+  // q · kᵀ on kᵀ panels: given (the KV cache's layout), or packed here for many queries or row invariance.
+  // Otherwise (few queries, no panels: a decode step outside the text decoder) as dot products with k's
+  // rows, whose transposition would cost more than the product.
+  const bool panels_k = kt != nullptr || row_invariant || nq >= tile_rows;
+  const bool pack_k = panels_k && kt == nullptr;
   const int64_t panels = (n_kv + tile_cols - 1) / tile_cols;
   // Score rows padded to whole panels, so every tile is full; the padding is never read.
   const int64_t lds = panels * tile_cols;
@@ -51,6 +53,7 @@ void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int
       float* dst = &s.kt[static_cast<size_t>((j / tile_cols) * head_dim * tile_cols + j % tile_cols)];
       for (int64_t d = 0; d < head_dim; ++d) dst[d * tile_cols] = k[j * ldk + d];
     }
+    kt = s.kt.data();
   }
   // P · v reads v a panel of tile_cols columns at a time, key after key. Many queries against a v larger than an
   // L2 (512 KiB): v packed in such panels, each a contiguous run of its columns per key, as flash attention packs
@@ -81,10 +84,10 @@ void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int
     const int64_t kv_end = causal_offset >= 0 ? std::min(n_kv, causal_offset + q0 + rows) : n_kv;
     float* sc = s.scores.data();
     // scores = q · kᵀ
-    if (pack_k) {
+    if (panels_k) {
       for (int64_t i = 0; i < rows; i += tile_rows) {
         const int mr = static_cast<int>(std::min<int64_t>(tile_rows, rows - i));
-        nn_panels(K, q + (q0 + i) * ldq, ldq, s.kt.data(), head_dim * tile_cols, head_dim, sc + i * lds, lds, mr,
+        nn_panels(K, q + (q0 + i) * ldq, ldq, kt, head_dim * tile_cols, head_dim, sc + i * lds, lds, mr,
                   (kv_end + tile_cols - 1) / tile_cols);
       }
     } else {

@@ -21,11 +21,15 @@ struct AttentionScratch {
 // out[i] = softmax(q[i] · k[0..limit(i))ᵀ * scale) · v[0..limit(i)) for i < nq, where limit(i) = n_kv
 // (bidirectional) or causal_offset + i + 1 (causal when causal_offset >= 0). Rows of q, k, v and out are
 // ldq, ldk, ldv, ldo floats apart; each row holds head_dim values. row_invariant: each row's result does not
-// depend on how many rows come with it (q · kᵀ always by the few-queries tiles), so a token read in a
-// prefill slice and the same token decoded alone give the same bits (the text decoder's prefix cache).
+// depend on how many rows come with it (q · kᵀ always on kᵀ panels, whose tile sums each score in one FMA
+// chain along head_dim whatever its row count, one row included), so a token read in a prefill slice and the
+// same token decoded alone give the same bits (the text decoder's prefix cache). kt: k already transposed in
+// panels of the table's nn_cols keys, kt[p][d][c] = k[p nn_cols + c][d] for p < ceil(n_kv / nn_cols) (keys past
+// n_kv finite, their scores never read), as the KV cache holds them; k is not read then. Null: k is packed
+// so here when the product runs on panels.
 void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int64_t ldk, const float* v, int64_t ldv,
                     int64_t n_kv, int64_t head_dim, float scale, int64_t causal_offset, float* out, int64_t ldo,
-                    AttentionScratch& scratch, bool row_invariant = false);
+                    AttentionScratch& scratch, bool row_invariant = false, const float* kt = nullptr);
 
 // ---- Many queries against the same keys: the vision tower's bidirectional attention -------------------
 

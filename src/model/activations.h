@@ -41,9 +41,10 @@ struct TextActivations {
   std::vector<AttentionThreadScratch> threads;  // [pool threads]
   std::vector<std::array<int64_t, 4>> attention_items;  // [work items]: (sequence, kv head, first row, end row)
   // An f16 cache's keys and values widened once per (sequence, kv head) pair, when there are fewer pairs
-  // than threads (text.cpp): pair p's positions [0, its length) at shared_offsets[p].
-  std::vector<float> shared_keys;             // [sum over pairs of the pair's length, head_dim]
-  std::vector<float> shared_values;           // [sum over pairs of the pair's length, head_dim]
+  // than threads (text.cpp): pair p's positions [0, its length) at shared_offsets[p], its keys in the cache's
+  // kᵀ panels (KVCache::key_floats of its length), its values as rows.
+  std::vector<float> shared_keys;             // per pair: [panels][head_dim][panel_cols]
+  std::vector<float> shared_values;           // per pair: [length, head_dim]
   std::vector<int64_t> shared_offsets;        // [pairs + 1]
   std::vector<std::array<int64_t, 3>> widen_blocks;  // [blocks]: (pair, first position, end position)
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kernels/attention.h"
+#include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "util/phase_clock.h"
 
@@ -27,63 +28,78 @@ bool kv_type_from_name(const std::string& name, KVType* out) {
 }
 
 KVCache::KVCache(const TextConfig& c, int64_t capacity, KVType type)
-    : n_layers_(c.num_hidden_layers), n_kv_(c.num_key_value_heads), head_dim_(c.head_dim), capacity_(capacity), type_(type) {
-  size_ = static_cast<size_t>(c.num_hidden_layers) * n_kv_ * capacity_ * head_dim_;
+    : n_layers_(c.num_hidden_layers),
+      n_kv_(c.num_key_value_heads),
+      head_dim_(c.head_dim),
+      panel_cols_(kernels().nn_cols),
+      capacity_(capacity),
+      stride_((capacity + panel_cols_ - 1) / panel_cols_ * panel_cols_),
+      type_(type) {
+  size_ = static_cast<size_t>(c.num_hidden_layers) * n_kv_ * stride_ * head_dim_;
   k_.reset(new uint8_t[size_ * elem_bytes()]);  // uninitialised on purpose: untouched pages stay out of RSS
   v_.reset(new uint8_t[size_ * elem_bytes()]);
 }
 
 void KVCache::store(int layer, int head, int64_t pos, const float* k, const float* v) {
   const size_t at = index(layer, head, pos);
+  // The key as column c of its panel; a panel begun here is zeroed first, so its columns past the positions
+  // stored are finite (their scores are computed with the panel's and never read).
+  const int64_t c = pos % panel_cols_, panel_size = head_dim_ * panel_cols_;
+  const size_t kat = panel_index(layer, head, pos);
   if (type_ == KVType::kF32) {
-    std::copy(k, k + head_dim_, reinterpret_cast<float*>(k_.get()) + at);
+    float* kd = reinterpret_cast<float*>(k_.get()) + kat;
+    if (c == 0) std::fill(kd, kd + panel_size, 0.0f);
+    for (int j = 0; j < head_dim_; ++j) kd[j * panel_cols_ + c] = k[j];
     std::copy(v, v + head_dim_, reinterpret_cast<float*>(v_.get()) + at);
     return;
   }
-  uint16_t* kd = reinterpret_cast<uint16_t*>(k_.get()) + at;
+  uint16_t* kd = reinterpret_cast<uint16_t*>(k_.get()) + kat;
   uint16_t* vd = reinterpret_cast<uint16_t*>(v_.get()) + at;
+  if (c == 0) std::fill(kd, kd + panel_size, uint16_t{0});
   for (int j = 0; j < head_dim_; ++j) {
-    kd[j] = f32_to_f16(k[j]);
+    kd[j * panel_cols_ + c] = f32_to_f16(k[j]);
     vd[j] = f32_to_f16(v[j]);
   }
 }
 
-const float* KVCache::read(const uint8_t* base, int layer, int head, int64_t n, std::vector<float>& buf) const {
+const float* KVCache::read(const uint8_t* base, int layer, int head, int64_t floats, std::vector<float>& buf) const {
   const size_t at = index(layer, head, 0);
   if (type_ == KVType::kF32) return reinterpret_cast<const float*>(base) + at;
-  buf.resize(static_cast<size_t>(n * head_dim_));
-  row_to_f32(Mat{WeightType::kF16, 1, n * head_dim_, reinterpret_cast<const uint16_t*>(base) + at}, 0, buf.data());
+  buf.resize(static_cast<size_t>(floats));
+  row_to_f32(Mat{WeightType::kF16, 1, floats, reinterpret_cast<const uint16_t*>(base) + at}, 0, buf.data());
   return buf.data();
 }
 
 void KVCache::widen(int layer, int head, int64_t p0, int64_t p1, float* keys_out, float* values_out) const {
-  QVL_CHECK(p0 >= 0 && p0 <= p1 && p1 <= capacity_);
+  QVL_CHECK(p0 >= 0 && p0 <= p1 && p1 <= capacity_ && p0 % panel_cols_ == 0);
   const size_t at = index(layer, head, p0);
-  const int64_t count = (p1 - p0) * head_dim_;
+  const int64_t count = (p1 - p0) * head_dim_, key_count = key_floats(p1) - key_floats(p0);
   if (type_ == KVType::kF32) {
-    std::copy_n(reinterpret_cast<const float*>(k_.get()) + at, count, keys_out);
+    std::copy_n(reinterpret_cast<const float*>(k_.get()) + at, key_count, keys_out);
     std::copy_n(reinterpret_cast<const float*>(v_.get()) + at, count, values_out);
     return;
   }
-  row_to_f32(Mat{WeightType::kF16, 1, count, reinterpret_cast<const uint16_t*>(k_.get()) + at}, 0, keys_out);
+  row_to_f32(Mat{WeightType::kF16, 1, key_count, reinterpret_cast<const uint16_t*>(k_.get()) + at}, 0, keys_out);
   row_to_f32(Mat{WeightType::kF16, 1, count, reinterpret_cast<const uint16_t*>(v_.get()) + at}, 0, values_out);
 }
 
 const float* KVCache::keys(int layer, int head, int64_t n, std::vector<float>& buf) const {
-  return read(k_.get(), layer, head, n, buf);
+  return read(k_.get(), layer, head, key_floats(n), buf);
 }
 
 const float* KVCache::values(int layer, int head, int64_t n, std::vector<float>& buf) const {
-  return read(v_.get(), layer, head, n, buf);
+  return read(v_.get(), layer, head, n * head_dim_, buf);
 }
 
 void KVCache::copy_prefix_from(const KVCache& from, int64_t n) {
   QVL_CHECK(same_shape(from) && n >= 0 && n <= from.length() && n <= capacity_);
-  const size_t bytes = static_cast<size_t>(n) * head_dim_ * elem_bytes();
+  // Whole key panels: the last one's columns past n are the source's, finite.
+  const size_t bytes = static_cast<size_t>(n) * head_dim_ * elem_bytes(),
+               key_bytes = static_cast<size_t>(key_floats(n)) * elem_bytes();
   for (int layer = 0; layer < n_layers_; ++layer)
     for (int head = 0; head < n_kv_; ++head) {
       const size_t dst = index(layer, head, 0) * elem_bytes(), src = from.index(layer, head, 0) * elem_bytes();
-      std::memcpy(k_.get() + dst, from.k_.get() + src, bytes);
+      std::memcpy(k_.get() + dst, from.k_.get() + src, key_bytes);
       std::memcpy(v_.get() + dst, from.v_.get() + src, bytes);
     }
   length_ = n;
@@ -248,13 +264,15 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
     for (int64_t s = 0; s < S; ++s) shared = shared && seqs[s].cache->type() == KVType::kF16;
     std::vector<int64_t>& pair_at = a.shared_offsets;  // [pairs + 1]: pair (s, kv)'s first float
     if (shared) {
+      // Each pair's keys in whole panels (key_floats), its values in as many floats.
       pair_at.assign(static_cast<size_t>(pairs + 1), 0);
       for (int64_t s = 0; s < S; ++s)
         for (int64_t kv = 0; kv < nkv; ++kv)
-          pair_at[s * nkv + kv + 1] = pair_at[s * nkv + kv] + (past[s] + seqs[s].n) * hd;
+          pair_at[s * nkv + kv + 1] = pair_at[s * nkv + kv] + seqs[s].cache->key_floats(past[s] + seqs[s].n);
       a.reserve_shared(pair_at[pairs]);
-      // Blocks of kWidenBlock positions, dealt to the threads as they come free.
+      // Blocks of kWidenBlock positions (whole key panels), dealt to the threads as they come free.
       constexpr int64_t kWidenBlock = 512;
+      QVL_CHECK(kWidenBlock % seqs[0].cache->panel_cols() == 0);
       std::vector<std::array<int64_t, 3>>& blocks = a.widen_blocks;  // (pair, first position, end position)
       blocks.clear();
       for (int64_t pr = 0; pr < pairs; ++pr) {
@@ -288,11 +306,13 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
         const KVCache& cache = *seqs[s].cache;
         const int64_t r0 = row0[s] + c0, p0 = past[s] + c0, rows = c1 - c0;
         const int head = static_cast<int>(kv);
-        const float* kf = shared ? &a.shared_keys[pair_at[s * nkv + kv]] : cache.keys(layer, head, p0 + rows, kbuf);
+        // The keys as the cache holds them, in kᵀ panels of the table's tile width: no step transposes them.
+        QVL_CHECK(cache.panel_cols() == kernels().nn_cols);
+        const float* kt = shared ? &a.shared_keys[pair_at[s * nkv + kv]] : cache.keys(layer, head, p0 + rows, kbuf);
         const float* vf = shared ? &a.shared_values[pair_at[s * nkv + kv]] : cache.values(layer, head, p0 + rows, vbuf);
         for (int64_t hh = kv * group; hh < (kv + 1) * group; ++hh)
-          attention_head(&q[r0 * qd + hh * hd], qd, rows, kf, hd, vf, hd, p0 + rows, hd, scale, /*causal_offset=*/p0,
-                         &attn[r0 * qd + hh * hd], qd, scratch, /*row_invariant=*/true);
+          attention_head(&q[r0 * qd + hh * hd], qd, rows, /*k=*/nullptr, 0, vf, hd, p0 + rows, hd, scale,
+                         /*causal_offset=*/p0, &attn[r0 * qd + hh * hd], qd, scratch, /*row_invariant=*/true, kt);
       }
     });
     attention_clock.stop();

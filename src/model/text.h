@@ -16,11 +16,19 @@
 
 namespace qvl {
 
-// Keys and values of every layer for the tokens seen so far: [layer][kv_head][position][head_dim].
+// Keys and values of every layer for the tokens seen so far. Values: [layer][kv_head][position][head_dim].
+// Keys transposed, as attention's q · kᵀ tile reads them: [layer][kv_head][panel][head_dim][panel_cols], key at
+// position p in panel p / panel_cols, column p % panel_cols, with panel_cols the kernel table's nn_cols. A
+// decode step and a prefill read the same panels, so a row's scores do not depend on how many rows come with
+// it (attention_head's row_invariant), and no step transposes the keys again. A panel's columns past the
+// positions stored hold finite values (zeros when it was begun), never read as scores.
 class KVCache {
  public:
   KVCache(const TextConfig& c, int64_t capacity, KVType type = KVType::kF16);
   int64_t capacity() const { return capacity_; }
+  int64_t panel_cols() const { return panel_cols_; }
+  // Floats that keys(.., n, ..) and widen(.., 0, n, ..) give: n positions rounded up to whole panels.
+  int64_t key_floats(int64_t n) const { return (n + panel_cols_ - 1) / panel_cols_ * panel_cols_ * head_dim_; }
   int64_t length() const { return length_; }
   KVType type() const { return type_; }
   void clear() { length_ = 0; }
@@ -29,12 +37,13 @@ class KVCache {
 
   // Writes the head_dim keys and values of (layer, head) at position pos.
   void store(int layer, int head, int64_t pos, const float* k, const float* v);
-  // The float32 keys (values) of (layer, head) at positions [0, n), head_dim apart: a view into the cache
-  // (f32) or widened into buf (f16).
+  // The float32 keys of (layer, head) at positions [0, n) in their panels (key_floats(n) floats), and the values,
+  // head_dim apart: a view into the cache (f32) or widened into buf (f16).
   const float* keys(int layer, int head, int64_t n, std::vector<float>& buf) const;
   const float* values(int layer, int head, int64_t n, std::vector<float>& buf) const;
-  // Positions [p0, p1) of (layer, head) as float32, head_dim apart, into keys_out / values_out (their
-  // position p0 first): copied (f32) or widened (f16).
+  // Positions [p0, p1) of (layer, head) as float32 (p0 a multiple of panel_cols()): the panels that hold them
+  // into keys_out (key_floats(p1) - key_floats(p0) floats), the values head_dim apart into values_out (their
+  // position p0 first); copied (f32) or widened (f16).
   void widen(int layer, int head, int64_t p0, int64_t p1, float* keys_out, float* values_out) const;
   void advance(int64_t n) {
     length_ += n;
@@ -42,7 +51,8 @@ class KVCache {
   }
   // Same layers, heads, head size and storage type (so positions can be copied from one to the other).
   bool same_shape(const KVCache& o) const {
-    return n_layers_ == o.n_layers_ && n_kv_ == o.n_kv_ && head_dim_ == o.head_dim_ && type_ == o.type_;
+    return n_layers_ == o.n_layers_ && n_kv_ == o.n_kv_ && head_dim_ == o.head_dim_ && panel_cols_ == o.panel_cols_ &&
+           type_ == o.type_;
   }
   // Makes this cache hold the first n positions of `from` (same_shape; n <= from.length(), capacity()).
   void copy_prefix_from(const KVCache& from, int64_t n);
@@ -56,12 +66,15 @@ class KVCache {
 
  private:
   size_t elem_bytes() const { return type_ == KVType::kF16 ? 2 : 4; }
+  // Position pos's first value (values), or its panel's first (keys), of (layer, head).
   size_t index(int layer, int head, int64_t pos) const {
-    return ((static_cast<size_t>(layer) * n_kv_ + head) * capacity_ + pos) * head_dim_;
+    return ((static_cast<size_t>(layer) * n_kv_ + head) * stride_ + pos) * head_dim_;
   }
-  const float* read(const uint8_t* base, int layer, int head, int64_t n, std::vector<float>& buf) const;
+  size_t panel_index(int layer, int head, int64_t pos) const { return index(layer, head, pos - pos % panel_cols_); }
+  const float* read(const uint8_t* base, int layer, int head, int64_t floats, std::vector<float>& buf) const;
   int n_layers_, n_kv_, head_dim_;
-  int64_t capacity_, length_ = 0, high_water_ = 0;
+  int64_t panel_cols_;
+  int64_t capacity_, stride_, length_ = 0, high_water_ = 0;  // stride_: capacity_ rounded up to whole panels
   KVType type_;
   size_t size_ = 0;  // values per buffer
   std::unique_ptr<uint8_t[]> k_, v_;
