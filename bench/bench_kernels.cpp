@@ -145,6 +145,34 @@ void BM_TextAttention(benchmark::State& state) {
 }
 BENCHMARK(BM_TextAttention)->Arg(782)->Arg(3498)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// One text layer's attention in a decode step at a context of L tokens (2b shapes): one query per head against
+// the keys in the KV cache's kᵀ panels and the values as rows, a kv head's query heads per task. Arg: L.
+void BM_TextDecodeAttention(benchmark::State& state) {
+  const int64_t L = state.range(0), heads = 16, kv_heads = 8, hd = 128, qd = heads * hd, group = heads / kv_heads;
+  const int64_t cols = kernels().nn_cols, kt_floats = (L + cols - 1) / cols * cols * hd;
+  std::vector<float> q(static_cast<size_t>(qd)), kt(static_cast<size_t>(kv_heads * kt_floats)),
+      v(static_cast<size_t>(kv_heads * L * hd)), out(static_cast<size_t>(qd));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (auto* x : {&q, &kt, &v})
+    for (float& e : *x) e = g(rng);
+  std::vector<AttentionScratch> scratch(static_cast<size_t>(pool().size()));
+  for (auto _ : state) {
+    pool().parallel_for_dynamic(kv_heads, 1, [&](int t, int64_t h0, int64_t h1) {
+      for (int64_t kv = h0; kv < h1; ++kv)
+        for (int64_t h = kv * group; h < (kv + 1) * group; ++h)
+          attention_head(&q[static_cast<size_t>(h * hd)], qd, 1, nullptr, 0, &v[static_cast<size_t>(kv * L * hd)], hd, L, hd,
+                         0.0884f, L - 1, &out[static_cast<size_t>(h * hd)], qd, scratch[static_cast<size_t>(t)],
+                         /*row_invariant=*/true, &kt[static_cast<size_t>(kv * kt_floats)]);
+    });
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * heads * L * hd, benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+  state.SetLabel(kernels().name);
+}
+BENCHMARK(BM_TextDecodeAttention)->Arg(782)->Arg(3530)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 // The element-wise kernels on the model's shapes, threaded as the model runs them; GB/s = bytes read and
 // written once. Args: rows, columns.
 void element_counters(benchmark::State& state, double bytes) {

@@ -172,7 +172,8 @@ TEST(Kernels, ExpScaledFromGivesAValueTheSameBitsAtEveryPosition) {
 }
 
 // gemm_f32_nn_panels, where a table has it, is its slow twin bit for bit: the loop over the table's own tile, one
-// call per panel. Panels further apart than their size, and c's columns past the last panel left alone.
+// call per panel. Packed panels further apart than their size, and the column groups of rows (P · v on v's rows,
+// rows wider than the panels); c's columns past the last panel left alone.
 TEST(Kernels, NnPanelsAreTheTileLoopBitForBit) {
   int tested = 0;
   for (const KernelTable* t : all_tables()) {
@@ -180,20 +181,21 @@ TEST(Kernels, NnPanelsAreTheTileLoopBitForBit) {
     ++tested;
     const int64_t tc = t->nn_cols;
     for (int64_t k : {1, 7, 64, 72})
-      for (int64_t panels : {1, 3, 4, 9}) {  // 4 and 9: the few-row tiles' groups of panels, and a remainder
-        const int64_t stride = k * tc + 5, lda = k + 3, ldc = panels * tc + 9;
-        const auto a = normal_floats(static_cast<size_t>(t->nn_rows * lda), 31);
-        const auto b = normal_floats(static_cast<size_t>(panels * stride), 32);
-        for (int mr = 1; mr <= t->nn_rows; ++mr) {
-          std::vector<float> got(static_cast<size_t>(mr * ldc), -7.0f), want = got;
-          t->gemm_f32_nn_panels(a.data(), lda, b.data(), stride, k, got.data(), ldc, mr, panels);
-          for (int64_t p = 0; p < panels; ++p)
-            t->gemm_f32_nn_tile(a.data(), lda, b.data() + p * stride, tc, k, want.data() + p * tc, ldc, mr,
-                                static_cast<int>(tc));
-          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4))
-              << t->name << " k " << k << " panels " << panels << " rows " << mr;
+      for (int64_t panels : {1, 3, 4, 9})  // 4 and 9: the few-row tiles' groups of panels, and a remainder
+        for (bool rows : {false, true}) {
+          const int64_t ldb = rows ? panels * tc + 8 : tc, stride = rows ? tc : k * tc + 5, lda = k + 3, ldc = panels * tc + 9;
+          const auto a = normal_floats(static_cast<size_t>(t->nn_rows * lda), 31);
+          const auto b = normal_floats(static_cast<size_t>(rows ? k * ldb : panels * stride), 32);
+          for (int mr = 1; mr <= t->nn_rows; ++mr) {
+            std::vector<float> got(static_cast<size_t>(mr * ldc), -7.0f), want = got;
+            t->gemm_f32_nn_panels(a.data(), lda, b.data(), ldb, stride, k, got.data(), ldc, mr, panels);
+            for (int64_t p = 0; p < panels; ++p)
+              t->gemm_f32_nn_tile(a.data(), lda, b.data() + p * stride, ldb, k, want.data() + p * tc, ldc, mr,
+                                  static_cast<int>(tc));
+            ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4))
+                << t->name << " k " << k << " panels " << panels << " rows " << mr << (rows ? " of v's rows" : " packed");
+          }
         }
-      }
   }
   if (avx2_kernels()) {
     EXPECT_GT(tested, 0) << "the avx2 table has gemm_f32_nn_panels";

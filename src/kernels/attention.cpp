@@ -19,13 +19,13 @@ constexpr int64_t kQueryBlock = 72;
 // per query head and row chunk: at 64 rows it is under 2 % of P · v's work) and values of v (512 KiB: an L2).
 constexpr int64_t kMinRowsForVPanels = 64, kMinValuesForVPanels = 128 * 1024;
 
-// q · kᵀ for a row tile against `panels` packed kᵀ panels (panel_stride floats apart): the table's
+// A row tile against `panels` full panels of B (panel_stride floats apart, rows ldb apart): the table's
 // gemm_f32_nn_panels where it has one, else its slow twin, the loop over gemm_f32_nn_tile.
-void nn_panels(const KernelTable& K, const float* a, int64_t lda, const float* b, int64_t panel_stride, int64_t k,
-               float* c, int64_t ldc, int mr, int64_t panels) {
-  if (K.gemm_f32_nn_panels) return K.gemm_f32_nn_panels(a, lda, b, panel_stride, k, c, ldc, mr, panels);
+void nn_panels(const KernelTable& K, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t panel_stride,
+               int64_t k, float* c, int64_t ldc, int mr, int64_t panels) {
+  if (K.gemm_f32_nn_panels) return K.gemm_f32_nn_panels(a, lda, b, ldb, panel_stride, k, c, ldc, mr, panels);
   for (int64_t p = 0; p < panels; ++p)
-    K.gemm_f32_nn_tile(a, lda, b + p * panel_stride, K.nn_cols, k, c + p * K.nn_cols, ldc, mr, K.nn_cols);
+    K.gemm_f32_nn_tile(a, lda, b + p * panel_stride, ldb, k, c + p * K.nn_cols, ldc, mr, K.nn_cols);
 }
 }  // namespace
 
@@ -87,7 +87,7 @@ void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int
     if (panels_k) {
       for (int64_t i = 0; i < rows; i += tile_rows) {
         const int mr = static_cast<int>(std::min<int64_t>(tile_rows, rows - i));
-        nn_panels(K, q + (q0 + i) * ldq, ldq, kt, head_dim * tile_cols, head_dim, sc + i * lds, lds, mr,
+        nn_panels(K, q + (q0 + i) * ldq, ldq, kt, tile_cols, head_dim * tile_cols, head_dim, sc + i * lds, lds, mr,
                   (kv_end + tile_cols - 1) / tile_cols);
       }
     } else {
@@ -108,15 +108,18 @@ void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int
       inv_sum[i] = 1.0f / K.exp_scaled(row, limit, scale);
       std::fill(row + limit, row + kv_end, 0.0f);
     }
-    // out = P · v
+    // out = P · v: the full column panels in one call (a decode step's row runs several at once), then a
+    // partial one (head_dim not a multiple of tile_cols).
+    const int64_t full = head_dim / tile_cols;
     for (int64_t i = 0; i < rows; i += tile_rows) {
       const int mr = static_cast<int>(std::min<int64_t>(tile_rows, rows - i));
-      for (int64_t d = 0; d < head_dim; d += tile_cols) {
-        const int nc = static_cast<int>(std::min<int64_t>(tile_cols, head_dim - d));
-        if (v_panels)
-          K.gemm_f32_nn_tile(sc + i * lds, lds, vp + d * n_kv, nc, kv_end, out + (q0 + i) * ldo + d, ldo, mr, nc);
-        else
-          K.gemm_f32_nn_tile(sc + i * lds, lds, vp + d, ldvp, kv_end, out + (q0 + i) * ldo + d, ldo, mr, nc);
+      float* o = out + (q0 + i) * ldo;
+      if (v_panels) nn_panels(K, sc + i * lds, lds, vp, tile_cols, tile_cols * n_kv, kv_end, o, ldo, mr, full);
+      else nn_panels(K, sc + i * lds, lds, vp, ldvp, tile_cols, kv_end, o, ldo, mr, full);
+      if (const int64_t d = full * tile_cols; d < head_dim) {
+        const int nc = static_cast<int>(head_dim - d);
+        K.gemm_f32_nn_tile(sc + i * lds, lds, v_panels ? vp + d * n_kv : vp + d, v_panels ? nc : ldvp, kv_end, o + d, ldo,
+                           mr, nc);
       }
     }
     for (int64_t i = 0; i < rows; ++i)
@@ -246,7 +249,7 @@ void flash_rows(const KernelTable& K, const float* q, int64_t ld, int64_t n, int
       const int mr = static_cast<int>(std::min(tr, rows - i));
       if (!bf16) {
         nn_panels(K, &t.qf[static_cast<size_t>(i * hd)], hd, &s.kt[static_cast<size_t>((h * panels + kv0 / tc) * hd * tc)],
-                  hd * tc, hd, S + i * Bk, Bk, mr, np);
+                  tc, hd * tc, hd, S + i * Bk, Bk, mr, np);
         continue;
       }
       for (int64_t p = 0; p < np; ++p) {

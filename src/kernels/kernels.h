@@ -41,12 +41,14 @@ struct KernelTable {
                            int64_t ldc, int mr, int nc);
   int nn_rows, nn_cols;
   // `panels` full tiles along a row of panels: for p < panels, gemm_f32_nn_tile(a, lda, b + p * panel_stride,
-  // nn_cols, k, c + p * nn_cols, ldc, mr, nn_cols), the same bits, the tile inlined in the loop rather than a call
+  // ldb, k, c + p * nn_cols, ldc, mr, nn_cols), the same bits, the tile inlined in the loop rather than a call
   // per panel (flash attention's q · kᵀ: a row tile against a key block's panels, 32 of k = 64 for a 2b head in
-  // 512-key blocks; vision attention at 3,072 patches 241 -> 238 ms on a Zen 2). Null where a table has none: its
-  // callers run that loop, which is its slow twin.
-  void (*gemm_f32_nn_panels)(const float* a, int64_t lda, const float* b, int64_t panel_stride, int64_t k, float* c,
-                             int64_t ldc, int mr, int64_t panels) = nullptr;
+  // 512-key blocks; vision attention at 3,072 patches 241 -> 238 ms on a Zen 2), and a tile of few rows (a
+  // decode step's one) free to run several panels at once, whose FMA chains then hide each other's latency.
+  // Panels are packed kᵀ (ldb = nn_cols, panel_stride = k nn_cols) or the column groups of rows (v: ldb = head_dim,
+  // panel_stride = nn_cols). Null where a table has none: its callers run that loop, which is its slow twin.
+  void (*gemm_f32_nn_panels)(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t panel_stride, int64_t k,
+                             float* c, int64_t ldc, int mr, int64_t panels) = nullptr;
 
   // Element-wise: x[i] = exp(x[i] * scale - max_j x[j] * scale) in place, returning their sum (softmax
   // without the division, which its users fold into what follows); GELU (tanh form) in place;

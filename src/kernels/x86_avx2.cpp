@@ -213,10 +213,10 @@ void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, 
 
 // G full panels at once for a tile of MR rows: 2 G MR accumulators, each the same FMA chain as nn_tile's. A tile
 // of few rows (a decode step's one) alone has too few chains in flight to hide the FMA latency (2 for one row:
-// 5 cycles each on a Zen 2), so its panels run in groups: the text decoder's q · kᵀ.
+// 5 cycles each on a Zen 2), so its panels run in groups: the text decoder's q · kᵀ and P · v.
 template <int MR, int G>
-void nn_panel_group(const float* a, int64_t lda, const float* b, int64_t panel_stride, int64_t k, float* c,
-                    int64_t ldc) {
+void nn_panel_group(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t panel_stride, int64_t k,
+                    float* c, int64_t ldc) {
   __m256 acc[G][MR][2];
 #pragma GCC unroll 4
   for (int g = 0; g < G; ++g)
@@ -228,7 +228,7 @@ void nn_panel_group(const float* a, int64_t lda, const float* b, int64_t panel_s
       const __m256 av = _mm256_broadcast_ss(a + i * lda + t);
 #pragma GCC unroll 4
       for (int g = 0; g < G; ++g) {
-        const float* bt = b + g * panel_stride + t * 16;
+        const float* bt = b + g * panel_stride + t * ldb;
         acc[g][i][0] = _mm256_fmadd_ps(av, _mm256_loadu_ps(bt), acc[g][i][0]);
         acc[g][i][1] = _mm256_fmadd_ps(av, _mm256_loadu_ps(bt + 8), acc[g][i][1]);
       }
@@ -244,20 +244,21 @@ void nn_panel_group(const float* a, int64_t lda, const float* b, int64_t panel_s
 }
 
 template <int MR>
-void nn_panels(const float* a, int64_t lda, const float* b, int64_t panel_stride, int64_t k, float* c, int64_t ldc,
-               int64_t panels) {
+void nn_panels(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t panel_stride, int64_t k, float* c,
+               int64_t ldc, int64_t panels) {
   constexpr int G = MR == 1 ? 4 : MR == 2 ? 2 : 1;  // 8 accumulators for 1 or 2 rows
   int64_t p = 0;
   if constexpr (G > 1)
-    for (; p + G <= panels; p += G) nn_panel_group<MR, G>(a, lda, b + p * panel_stride, panel_stride, k, c + p * 16, ldc);
-  for (; p < panels; ++p) nn_tile<MR, false>(a, lda, b + p * panel_stride, 16, k, c + p * 16, ldc, 16);
+    for (; p + G <= panels; p += G)
+      nn_panel_group<MR, G>(a, lda, b + p * panel_stride, ldb, panel_stride, k, c + p * 16, ldc);
+  for (; p < panels; ++p) nn_tile<MR, false>(a, lda, b + p * panel_stride, ldb, k, c + p * 16, ldc, 16);
 }
 
-void gemm_f32_nn_panels(const float* a, int64_t lda, const float* b, int64_t panel_stride, int64_t k, float* c,
-                        int64_t ldc, int mr, int64_t panels) {
-  using Fn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, int64_t);
+void gemm_f32_nn_panels(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t panel_stride, int64_t k,
+                        float* c, int64_t ldc, int mr, int64_t panels) {
+  using Fn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, int64_t, float*, int64_t, int64_t);
   static constexpr Fn kPanels[6] = {nn_panels<1>, nn_panels<2>, nn_panels<3>, nn_panels<4>, nn_panels<5>, nn_panels<6>};
-  kPanels[mr - 1](a, lda, b, panel_stride, k, c, ldc, panels);
+  kPanels[mr - 1](a, lda, b, ldb, panel_stride, k, c, ldc, panels);
 }
 
 // exp8_n's and exp8_softmax_n's range reduction: x = n ln2 + r, ln2 in two parts (the first exact in few bits, so
