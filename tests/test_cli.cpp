@@ -266,7 +266,7 @@ TEST(CliParse, OptionsReachTheCommands) {
 
   // --vision-attention reaches the vision tower (bf16 where this CPU has the tile, else f32 and a line saying
   // so); the tile choice and the first token's parts, which add up to the first token, are in the JSON.
-  Ran b16 = qvl({"bench", "-m", dir.string(), "-i", image, "-n", "1", "--runs", "1", "--json", "--threads", "1",
+  Ran b16 = qvl({"bench", "-m", dir.string(), "-i", image, "-n", "4", "--runs", "1", "--json", "--threads", "1",
                  "--vision-attention", "bf16"});
   ASSERT_EQ(b16.code, 0) << b16.err;
   const auto j = nlohmann::json::parse(b16.out);
@@ -280,6 +280,14 @@ TEST(CliParse, OptionsReachTheCommands) {
   EXPECT_NEAR(sum, j["ttft_ms"].get<double>(), 0.05 * j["ttft_ms"].get<double>() + 0.5) << b16.out;
   for (const char* part : {"vision_gemm", "vision_attention", "vision_merger", "prefill_gemm", "prefill_attention"})
     EXPECT_GT(j["first_token_breakdown_ms"][part].get<double>(), 0.0) << part << ": " << b16.out;
+  // A decode step's parts (per token after the first) add up to a step: 1 / decode_tok_s.
+  ASSERT_EQ(j["generated_tokens"], 4) << b16.out;
+  double step = 0;
+  for (const char* part : {"gemm", "attention", "other"}) {
+    EXPECT_GT(j["decode_breakdown_ms_per_token"][part].get<double>(), 0.0) << part << ": " << b16.out;
+    step += j["decode_breakdown_ms_per_token"][part].get<double>();
+  }
+  EXPECT_NEAR(step, 1000 / j["decode_tok_s"].get<double>(), 0.05 * step + 0.05) << b16.out;
   // auto (the default): bf16 with quantized vision weights (the default q8_0) where the CPU has it, f32 with
   // float weights.
   for (const char* weights : {"q8_0", "f32"}) {

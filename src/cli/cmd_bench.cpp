@@ -140,6 +140,10 @@ int cmd_bench(const Args& args) {
                           "prefill_gemm",  "prefill_attention", "prefill_other",    "rest"};
   constexpr size_t kNumParts = std::size(kParts);
   std::vector<std::array<double, kNumParts>> parts;
+  // A decode step's parts per run, per token after the first: its GEMMs (LM head included), its attention (the
+  // cache's keys and values widened and read), and the rest (norms, RoPE, sampling, ...).
+  const char* kDecodeParts[] = {"gemm", "attention", "other"};
+  std::vector<std::array<double, 3>> decode_parts;
   PhaseClock::enable(true);
   int document_pages = 0;
   GenerateTimings last;
@@ -187,6 +191,11 @@ int cmd_bench(const Args& args) {
       parts.push_back({t.preprocess_ms, vg, va, vm, std::max(0.0, t.vision_ms - vg - va - vm), pg, pa,
                        std::max(0.0, t.prefill_ms - pg - pa),
                        std::max(0.0, t.ttft_ms - t.preprocess_ms - t.vision_ms - t.prefill_ms)});
+      if (t.generated_tokens > 1) {
+        const double steps = t.generated_tokens - 1, dg = at(Phase::kDecodeGemm) / steps,
+                     da = at(Phase::kDecodeAttention) / steps;
+        decode_parts.push_back({dg, da, std::max(0.0, t.decode_ms / steps - dg - da)});
+      }
     }
     last = t;
     pre.push_back(t.preprocess_ms);
@@ -206,6 +215,12 @@ int cmd_bench(const Args& args) {
     std::vector<double> v;
     for (const auto& p : parts) v.push_back(p[k]);
     breakdown[kParts[k]] = median(v);
+  }
+  nlohmann::ordered_json decode_breakdown = nlohmann::ordered_json::object();
+  for (size_t k = 0; k < std::size(kDecodeParts) && !decode_parts.empty(); ++k) {
+    std::vector<double> v;
+    for (const auto& p : decode_parts) v.push_back(p[k]);
+    decode_breakdown[kDecodeParts[k]] = median(v);
   }
   const TileChoice& tiles = tile_choice();
   const AttentionPrecision va_ran = (*model)->vision_attention();
@@ -238,6 +253,7 @@ int cmd_bench(const Args& args) {
                  {"gemm_row_block", tiles.gemm_row_block},
                  {"source", tiles.source}}},
       {"first_token_breakdown_ms", breakdown},
+      {"decode_breakdown_ms_per_token", decode_breakdown},
       {"text_weights", weight_type_name((*model)->text_weight_type())},
       {"vision_weights", weight_type_name((*model)->vision_weight_type())},
   };
@@ -261,6 +277,12 @@ int cmd_bench(const Args& args) {
     std::printf("first token:");
     for (size_t k = 0; k < kNumParts; ++k) std::printf("%s %s %.0f ms", k ? "," : "", kParts[k], breakdown[kParts[k]].get<double>());
     std::printf("\n");
+    if (!decode_parts.empty()) {
+      std::printf("decode, per token:");
+      for (size_t k = 0; k < std::size(kDecodeParts); ++k)
+        std::printf("%s %s %.2f ms", k ? "," : "", kDecodeParts[k], decode_breakdown[kDecodeParts[k]].get<double>());
+      std::printf("\n");
+    }
     if (!docs.empty())
       std::printf("documents: %d pages rendered in %.0f ms (each run; before the vision encode, not in first token)\n",
                   document_pages, median(render_ms));
