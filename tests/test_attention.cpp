@@ -202,6 +202,39 @@ TEST(Kernels, NnPanelsAreTheTileLoopBitForBit) {
   }
 }
 
+// gemm_f16_nn_panels, where a table has it, is its slow twin bit for bit: B widened to float32 (exact), then the
+// loop over the table's own float32 tile; packed panels and panels of rows, every row count.
+TEST(Kernels, F16NnPanelsAreTheWidenedTileLoopBitForBit) {
+  int tested = 0;
+  for (const KernelTable* t : all_tables()) {
+    if (!t->gemm_f16_nn_panels) continue;
+    ++tested;
+    const int64_t tc = t->nn_cols;
+    for (int64_t k : {1, 7, 64, 200})
+      for (int64_t panels : {1, 3, 4, 9})
+        for (bool rows : {false, true}) {
+          const int64_t ldb = rows ? panels * tc + 8 : tc, stride = rows ? tc : k * tc + 5, lda = k + 3, ldc = panels * tc + 9;
+          const auto a = normal_floats(static_cast<size_t>(t->nn_rows * lda), 33);
+          const auto bf = normal_floats(static_cast<size_t>(rows ? k * ldb : panels * stride), 34, 2.0f);
+          std::vector<uint16_t> b(bf.size());
+          std::vector<float> wide(bf.size());
+          for (size_t e = 0; e < b.size(); ++e) wide[e] = f16_to_f32(b[e] = f32_to_f16(bf[e]));
+          for (int mr = 1; mr <= t->nn_rows; ++mr) {
+            std::vector<float> got(static_cast<size_t>(mr * ldc), -7.0f), want = got;
+            t->gemm_f16_nn_panels(a.data(), lda, b.data(), ldb, stride, k, got.data(), ldc, mr, panels);
+            for (int64_t p = 0; p < panels; ++p)
+              t->gemm_f32_nn_tile(a.data(), lda, wide.data() + p * stride, ldb, k, want.data() + p * tc, ldc, mr,
+                                  static_cast<int>(tc));
+            ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4))
+                << t->name << " k " << k << " panels " << panels << " rows " << mr << (rows ? " of v's rows" : " packed");
+          }
+        }
+  }
+  if (avx2_kernels()) {
+    EXPECT_GT(tested, 0) << "the avx2 table has gemm_f16_nn_panels";
+  }
+}
+
 TEST(Kernels, Bf16TileMatchesItsSlowTwin) {
   const KernelTable& g = bf16_twin_kernels();
   int tested = 0;
@@ -426,6 +459,29 @@ TEST(Kernels, KVCacheHoldsKeysAsThePanelsAttentionReads) {
       ASSERT_EQ(0, std::memcmp(alone.data(), want.data() + i * hd, static_cast<size_t>(hd) * 4)) << "row " << i;
     }
   }
+  // A decode step on the f16 cache as it is (attention_head_f16): the prefill's rows, bit for bit, one to five
+  // rows at a time. head_dim 128 (whole panels: the 2b's), so every table with the kernel runs it.
+  tc.head_dim = 128;
+  const int64_t hd2 = tc.head_dim;
+  if (!attention_f16_supported(hd2)) GTEST_SKIP() << kernels().name << " has no gemm_f16_nn_panels";
+  const auto k2 = normal_floats(static_cast<size_t>(n * hd2), 44, 1.5f), v2 = normal_floats(static_cast<size_t>(n * hd2), 45);
+  const auto q2 = normal_floats(static_cast<size_t>(n * hd2), 46, 1.5f);
+  KVCache cache(tc, 200, KVType::kF16);
+  for (int64_t p = 0; p < n; ++p) cache.store(0, 1, p, &k2[static_cast<size_t>(p * hd2)], &v2[static_cast<size_t>(p * hd2)]);
+  cache.advance(n);
+  std::vector<float> kb, vb, want(static_cast<size_t>(n * hd2)), got(static_cast<size_t>(5 * hd2));
+  const float* kt = cache.keys(0, 1, n, kb);
+  const float* vf = cache.values(0, 1, n, vb);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd2));
+  AttentionScratch s;
+  attention_head(q2.data(), hd2, n, nullptr, 0, vf, hd2, n, hd2, scale, 0, want.data(), hd2, s, true, kt);
+  for (int64_t rows = 1; rows <= 5; ++rows)
+    for (int64_t i = 0; i + rows <= n; i += 17) {
+      attention_head_f16(q2.data() + i * hd2, hd2, rows, cache.keys_f16(0, 1), cache.values_f16(0, 1), hd2, i + rows, hd2,
+                         scale, i, got.data(), hd2, s);
+      ASSERT_EQ(0, std::memcmp(got.data(), want.data() + i * hd2, static_cast<size_t>(rows * hd2) * 4))
+          << rows << " rows at " << i;
+    }
 }
 
 TEST(Kernels, TileSizesFromQvlTilesAreChecked) {

@@ -127,6 +127,46 @@ void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int
   }
 }
 
+bool attention_f16_supported(int64_t head_dim) {
+  const KernelTable& K = kernels();
+  return K.gemm_f16_nn_panels != nullptr && head_dim % K.nn_cols == 0;
+}
+
+void attention_head_f16(const float* q, int64_t ldq, int64_t nq, const uint16_t* kt, const uint16_t* v, int64_t ldv,
+                        int64_t n_kv, int64_t head_dim, float scale, int64_t causal_offset, float* out, int64_t ldo,
+                        AttentionScratch& s) {
+  QVL_CHECK(attention_f16_supported(head_dim));
+  const KernelTable& K = kernels();
+  // attention_head's steps for row_invariant with kt given and v's rows, in the same order (so the same bits).
+  const int tile_rows = K.nn_rows, tile_cols = K.nn_cols;
+  const int64_t panels = (n_kv + tile_cols - 1) / tile_cols, lds = panels * tile_cols;
+  s.scores.resize(static_cast<size_t>(std::min(nq, kQueryBlock) * lds));
+  for (int64_t q0 = 0; q0 < nq; q0 += kQueryBlock) {
+    const int64_t rows = std::min(kQueryBlock, nq - q0);
+    const int64_t kv_end = causal_offset >= 0 ? std::min(n_kv, causal_offset + q0 + rows) : n_kv;
+    float* sc = s.scores.data();
+    for (int64_t i = 0; i < rows; i += tile_rows) {
+      const int mr = static_cast<int>(std::min<int64_t>(tile_rows, rows - i));
+      K.gemm_f16_nn_panels(q + (q0 + i) * ldq, ldq, kt, tile_cols, head_dim * tile_cols, head_dim, sc + i * lds, lds, mr,
+                           (kv_end + tile_cols - 1) / tile_cols);
+    }
+    float inv_sum[kQueryBlock];
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t limit = causal_offset >= 0 ? std::min(n_kv, causal_offset + q0 + i + 1) : n_kv;
+      float* row = sc + i * lds;
+      inv_sum[i] = 1.0f / K.exp_scaled(row, limit, scale);
+      std::fill(row + limit, row + kv_end, 0.0f);
+    }
+    for (int64_t i = 0; i < rows; i += tile_rows) {
+      const int mr = static_cast<int>(std::min<int64_t>(tile_rows, rows - i));
+      K.gemm_f16_nn_panels(sc + i * lds, lds, v, ldv, tile_cols, kv_end, out + (q0 + i) * ldo, ldo, mr,
+                           head_dim / tile_cols);
+    }
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t d = 0; d < head_dim; ++d) out[(q0 + i) * ldo + d] *= inv_sum[i];
+  }
+}
+
 // ---- Flash attention over many queries --------------------------------------------------------------------
 
 const char* attention_precision_name(AttentionPrecision p) { return p == AttentionPrecision::kBF16 ? "bf16" : "f32"; }

@@ -31,6 +31,16 @@ void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int
                     int64_t n_kv, int64_t head_dim, float scale, int64_t causal_offset, float* out, int64_t ldo,
                     AttentionScratch& scratch, bool row_invariant = false, const float* kt = nullptr);
 
+// attention_head's row-invariant attention with the keys and values in f16 as the KV cache holds them (kt: kᵀ
+// panels of the table's nn_cols keys, v: rows ldv apart), each value widened inside the tile: the same bits as
+// attention_head(.., row_invariant, kt) on them widened to float32, without the widened copies (a decode step
+// reads each cached value once). Only where attention_f16_supported(head_dim): the table has
+// gemm_f16_nn_panels and head_dim is whole panels.
+bool attention_f16_supported(int64_t head_dim);
+void attention_head_f16(const float* q, int64_t ldq, int64_t nq, const uint16_t* kt, const uint16_t* v, int64_t ldv,
+                        int64_t n_kv, int64_t head_dim, float scale, int64_t causal_offset, float* out, int64_t ldo,
+                        AttentionScratch& scratch);
+
 // ---- Many queries against the same keys: the vision tower's bidirectional attention -------------------
 
 // The arithmetic of the vision tower's attention (--vision-attention): kF32 exact to float32 rounding;

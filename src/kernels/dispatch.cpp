@@ -69,6 +69,7 @@ const KernelTable* avx512vnni_kernels() {
     t.name = "avx512vnni";
     t.gemm_f32_nn_tile = avx512vnni::gemm_f32_nn_tile;
     t.gemm_f32_nn_panels = nullptr;  // not avx2's 16-column one: its callers loop over this tile
+    t.gemm_f16_nn_panels = nullptr;  // likewise: its callers widen
     t.nn_rows = 6;
     t.nn_cols = 64;
     t.exp_scaled = avx512vnni::exp_scaled;

@@ -49,6 +49,12 @@ struct KernelTable {
   // panel_stride = nn_cols). Null where a table has none: its callers run that loop, which is its slow twin.
   void (*gemm_f32_nn_panels)(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t panel_stride, int64_t k,
                              float* c, int64_t ldc, int mr, int64_t panels) = nullptr;
+  // The same with B in f16 (the KV cache's keys and values, read as the cache holds them): bit for bit
+  // gemm_f32_nn_panels on B widened to float32 first (the widening is exact), for mr <= nn_rows. A decode step
+  // reads each 2-byte value once instead of widening the whole cache into buffers and reading those (2 + 4 + 4
+  // bytes a value). Null where a table has none: its callers widen, which is its slow twin.
+  void (*gemm_f16_nn_panels)(const float* a, int64_t lda, const uint16_t* b, int64_t ldb, int64_t panel_stride,
+                             int64_t k, float* c, int64_t ldc, int mr, int64_t panels) = nullptr;
 
   // Element-wise: x[i] = exp(x[i] * scale - max_j x[j] * scale) in place, returning their sum (softmax
   // without the division, which its users fold into what follows); GELU (tanh form) in place;

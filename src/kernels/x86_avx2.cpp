@@ -243,6 +243,61 @@ void nn_panel_group(const float* a, int64_t lda, const float* b, int64_t ldb, in
     }
 }
 
+// nn_panel_group with B in f16, each 8 values widened in a register (vcvtph2ps, exact) before its FMAs.
+template <int MR, int G>
+void nn_panel_group_f16(const float* a, int64_t lda, const uint16_t* b, int64_t ldb, int64_t panel_stride, int64_t k,
+                        float* c, int64_t ldc) {
+  __m256 acc[G][MR][2];
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g)
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) acc[g][i][0] = acc[g][i][1] = _mm256_setzero_ps();
+  for (int64_t t = 0; t < k; ++t) {
+    __m256 bv[G][2];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      const uint16_t* bt = b + g * panel_stride + t * ldb;
+      bv[g][0] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bt)));
+      bv[g][1] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bt + 8)));
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      const __m256 av = _mm256_broadcast_ss(a + i * lda + t);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        acc[g][i][0] = _mm256_fmadd_ps(av, bv[g][0], acc[g][i][0]);
+        acc[g][i][1] = _mm256_fmadd_ps(av, bv[g][1], acc[g][i][1]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g)
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      _mm256_storeu_ps(c + i * ldc + 16 * g, acc[g][i][0]);
+      _mm256_storeu_ps(c + i * ldc + 16 * g + 8, acc[g][i][1]);
+    }
+}
+
+template <int MR>
+void nn_panels_f16(const float* a, int64_t lda, const uint16_t* b, int64_t ldb, int64_t panel_stride, int64_t k,
+                   float* c, int64_t ldc, int64_t panels) {
+  constexpr int G = MR == 1 ? 4 : MR == 2 ? 2 : 1;
+  int64_t p = 0;
+  if constexpr (G > 1)
+    for (; p + G <= panels; p += G)
+      nn_panel_group_f16<MR, G>(a, lda, b + p * panel_stride, ldb, panel_stride, k, c + p * 16, ldc);
+  for (; p < panels; ++p) nn_panel_group_f16<MR, 1>(a, lda, b + p * panel_stride, ldb, panel_stride, k, c + p * 16, ldc);
+}
+
+void gemm_f16_nn_panels(const float* a, int64_t lda, const uint16_t* b, int64_t ldb, int64_t panel_stride, int64_t k,
+                        float* c, int64_t ldc, int mr, int64_t panels) {
+  using Fn = void (*)(const float*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, float*, int64_t, int64_t);
+  static constexpr Fn kPanels[6] = {nn_panels_f16<1>, nn_panels_f16<2>, nn_panels_f16<3>,
+                                    nn_panels_f16<4>, nn_panels_f16<5>, nn_panels_f16<6>};
+  kPanels[mr - 1](a, lda, b, ldb, panel_stride, k, c, ldc, panels);
+}
+
 template <int MR>
 void nn_panels(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t panel_stride, int64_t k, float* c,
                int64_t ldc, int64_t panels) {
@@ -733,6 +788,7 @@ const KernelTable* avx2_kernels() {
       .nn_rows = 6,
       .nn_cols = 16,
       .gemm_f32_nn_panels = avx2::gemm_f32_nn_panels,
+      .gemm_f16_nn_panels = avx2::gemm_f16_nn_panels,
       .exp_scaled = avx2::exp_scaled,
       .gelu_tanh = avx2::gelu_tanh,
       .silu_mul = avx2::silu_mul,

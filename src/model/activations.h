@@ -46,6 +46,7 @@ struct TextActivations {
   std::vector<float> shared_keys;             // per pair: [panels][head_dim][panel_cols]
   std::vector<float> shared_values;           // per pair: [length, head_dim]
   std::vector<int64_t> shared_offsets;        // [pairs + 1]
+  std::vector<char> direct_f16;               // [sequences]: its attention reads the f16 cache as it is
   std::vector<std::array<int64_t, 3>> widen_blocks;  // [blocks]: (pair, first position, end position)
 
   // Sizes every buffer for n rows, `rows` of them wanting logits (logits: only when several sequences

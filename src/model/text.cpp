@@ -91,6 +91,16 @@ const float* KVCache::values(int layer, int head, int64_t n, std::vector<float>&
   return read(v_.get(), layer, head, n * head_dim_, buf);
 }
 
+const uint16_t* KVCache::keys_f16(int layer, int head) const {
+  QVL_CHECK(type_ == KVType::kF16);
+  return reinterpret_cast<const uint16_t*>(k_.get()) + index(layer, head, 0);
+}
+
+const uint16_t* KVCache::values_f16(int layer, int head) const {
+  QVL_CHECK(type_ == KVType::kF16);
+  return reinterpret_cast<const uint16_t*>(v_.get()) + index(layer, head, 0);
+}
+
 void KVCache::copy_prefix_from(const KVCache& from, int64_t n) {
   QVL_CHECK(same_shape(from) && n >= 0 && n <= from.length() && n <= capacity_);
   // Whole key panels: the last one's columns past n are the source's, finite.
@@ -260,6 +270,12 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
     // again); else by each thread into its own buffers, per item (threads x context floats). Either way
     // min(pairs, threads) contexts of floats, not one per thread: 64 threads at a 32K context would hold
     // 2 GiB of copies (2b shapes) where the 8 kv heads need 256 MiB. The widened values are the same.
+    // A sequence of few rows (a decode step) with an f16 cache reads it as it is instead (attention_head_f16:
+    // each value widened in the tile, read once; the same bits).
+    std::vector<char>& direct = a.direct_f16;  // [S]
+    direct.assign(static_cast<size_t>(S), 0);
+    for (int64_t s = 0; s < S; ++s)
+      direct[s] = seqs[s].cache->type() == KVType::kF16 && seqs[s].n < kernels().nn_rows && attention_f16_supported(hd);
     bool shared = pairs < threads;
     for (int64_t s = 0; s < S; ++s) shared = shared && seqs[s].cache->type() == KVType::kF16;
     std::vector<int64_t>& pair_at = a.shared_offsets;  // [pairs + 1]: pair (s, kv)'s first float
@@ -268,7 +284,8 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
       pair_at.assign(static_cast<size_t>(pairs + 1), 0);
       for (int64_t s = 0; s < S; ++s)
         for (int64_t kv = 0; kv < nkv; ++kv)
-          pair_at[s * nkv + kv + 1] = pair_at[s * nkv + kv] + seqs[s].cache->key_floats(past[s] + seqs[s].n);
+          pair_at[s * nkv + kv + 1] =
+              pair_at[s * nkv + kv] + (direct[s] ? 0 : seqs[s].cache->key_floats(past[s] + seqs[s].n));
       a.reserve_shared(pair_at[pairs]);
       // Blocks of kWidenBlock positions (whole key panels), dealt to the threads as they come free.
       constexpr int64_t kWidenBlock = 512;
@@ -276,6 +293,7 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
       std::vector<std::array<int64_t, 3>>& blocks = a.widen_blocks;  // (pair, first position, end position)
       blocks.clear();
       for (int64_t pr = 0; pr < pairs; ++pr) {
+        if (direct[pr / nkv]) continue;
         const int64_t len = past[pr / nkv] + seqs[pr / nkv].n;
         for (int64_t p0 = 0; p0 < len; p0 += kWidenBlock) blocks.push_back({pr, p0, std::min(len, p0 + kWidenBlock)});
       }
@@ -308,6 +326,12 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
         const int head = static_cast<int>(kv);
         // The keys as the cache holds them, in kᵀ panels of the table's tile width: no step transposes them.
         QVL_CHECK(cache.panel_cols() == kernels().nn_cols);
+        if (direct[s]) {
+          for (int64_t hh = kv * group; hh < (kv + 1) * group; ++hh)
+            attention_head_f16(&q[r0 * qd + hh * hd], qd, rows, cache.keys_f16(layer, head), cache.values_f16(layer, head),
+                               hd, p0 + rows, hd, scale, /*causal_offset=*/p0, &attn[r0 * qd + hh * hd], qd, scratch);
+          continue;
+        }
         const float* kt = shared ? &a.shared_keys[pair_at[s * nkv + kv]] : cache.keys(layer, head, p0 + rows, kbuf);
         const float* vf = shared ? &a.shared_values[pair_at[s * nkv + kv]] : cache.values(layer, head, p0 + rows, vbuf);
         for (int64_t hh = kv * group; hh < (kv + 1) * group; ++hh)

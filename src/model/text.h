@@ -41,6 +41,10 @@ class KVCache {
   // head_dim apart: a view into the cache (f32) or widened into buf (f16).
   const float* keys(int layer, int head, int64_t n, std::vector<float>& buf) const;
   const float* values(int layer, int head, int64_t n, std::vector<float>& buf) const;
+  // An f16 cache's keys (panels) and values (rows) of (layer, head) as stored, for kernels that widen them as
+  // they read (attention_head_f16).
+  const uint16_t* keys_f16(int layer, int head) const;
+  const uint16_t* values_f16(int layer, int head) const;
   // Positions [p0, p1) of (layer, head) as float32 (p0 a multiple of panel_cols()): the panels that hold them
   // into keys_out (key_floats(p1) - key_floats(p0) floats), the values head_dim apart into values_out (their
   // position p0 first); copied (f32) or widened (f16).
