@@ -117,9 +117,9 @@ BENCHMARK(BM_VisionAttention)
     ->UseRealTime();
 
 // One text layer's causal attention over a prompt of L tokens on the 2b shapes (16 query heads of 128, 8 kv
-// heads), as text.cpp runs a prefill: row-invariant attention_head calls, a kv head's query heads per task
-// (its keys and values as rows, the shared widened copy text.cpp reads). Arg: L. GFLOP/s counts the causal
-// triangle's q · kᵀ and P · v (4 hd flops per query and visible key).
+// heads): row-invariant attention_head calls, a kv head's query heads per task, as text.cpp runs a prefill,
+// but with the keys as rows, so each call packs its kᵀ panels (text.cpp reads the KV cache's). Arg: L. GFLOP/s
+// counts the causal triangle's q · kᵀ and P · v (4 hd flops per query and visible key).
 void BM_TextAttention(benchmark::State& state) {
   const int64_t L = state.range(0), heads = 16, kv_heads = 8, hd = 128, qd = heads * hd, group = heads / kv_heads;
   std::vector<float> q(static_cast<size_t>(L * qd)), k(static_cast<size_t>(kv_heads * L * hd)),
@@ -146,7 +146,8 @@ void BM_TextAttention(benchmark::State& state) {
 BENCHMARK(BM_TextAttention)->Arg(782)->Arg(3498)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // One text layer's attention in a decode step at a context of L tokens (2b shapes): one query per head against
-// the keys in the KV cache's kᵀ panels and the values as rows, a kv head's query heads per task. Arg: L.
+// float32 keys in the KV cache's kᵀ panels and values as rows (an f32 cache's step; an f16 cache's reads them
+// as f16 through attention_head_f16), a kv head's query heads per task. Arg: L.
 void BM_TextDecodeAttention(benchmark::State& state) {
   const int64_t L = state.range(0), heads = 16, kv_heads = 8, hd = 128, qd = heads * hd, group = heads / kv_heads;
   const int64_t cols = kernels().nn_cols, kt_floats = (L + cols - 1) / cols * cols * hd;

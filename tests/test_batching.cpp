@@ -335,7 +335,7 @@ TEST(Caches, EvictLeastRecentlyUsedWithinTheBudget) {
   EXPECT_EQ(prefixes.restore({1, 2, 3}, 100, into), 0);
   EXPECT_EQ(prefixes.restore({7, 7, 7, 9}, 100, into), 3);
   std::vector<float> buf;
-  EXPECT_EQ(into.keys(1, 1, 3, buf)[2 * 8], 3.0f);
+  EXPECT_EQ(into.keys(1, 1, 3, buf)[2], 3.0f);  // position 2's first value: column 2 of the first kᵀ panel
   KVCache into2(tc, 64, KVType::kF32);
   EXPECT_EQ(prefixes.restore({8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8}, 4, into2), 4) << "at most max_tokens";
 }

@@ -19,7 +19,7 @@ namespace qvl {
 // and a KV head's keys and values widened from the f16 cache.
 struct AttentionThreadScratch {
   AttentionScratch attention;
-  std::vector<float> keys;    // [n_kv, head_dim]
+  std::vector<float> keys;    // [panels][head_dim][panel_cols]: kᵀ panels, KVCache::key_floats(n_kv) floats
   std::vector<float> values;  // [n_kv, head_dim]
 };
 

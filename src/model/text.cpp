@@ -260,7 +260,8 @@ void text_forward_batch(const Model& model, ThreadPool& pool, const std::vector<
       }
     });
     // Causal attention over each sequence's cache; query heads kv * group .. + group read kv head kv
-    // (repeat_kv), whose keys and values are read back (widened from f16) for the group.
+    // (repeat_kv), whose keys and values are read back for the group: widened from f16 into buffers, or (a
+    // decode step) read as they are by attention_head_f16.
     // Work items: (sequence, kv head, a chunk of its query rows): a prompt's rows are cut into chunks when
     // the (sequence, kv head) pairs alone would leave threads idle (8 kv heads, 16 threads); each row's
     // result is the same whichever chunk it is in (row_invariant), so the split never changes the bits.
