@@ -27,6 +27,18 @@ void nn_panels(const KernelTable& K, const float* a, int64_t lda, const float* b
   for (int64_t p = 0; p < panels; ++p)
     K.gemm_f32_nn_tile(a, lda, b + p * panel_stride, ldb, k, c + p * K.nn_cols, ldc, mr, K.nn_cols);
 }
+// softmax(scores * scale) over each of a query block's rows' visible keys (rows q0.. of the call), the rest up
+// to kv_end 0: exp in place, and 1 / the row's sum into inv_sum, for its output row after P · v (one multiply
+// per output value, not per score).
+void softmax_rows(const KernelTable& K, float* sc, int64_t lds, int64_t rows, int64_t q0, int64_t causal_offset,
+                  int64_t n_kv, int64_t kv_end, float scale, float* inv_sum) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t limit = causal_offset >= 0 ? std::min(n_kv, causal_offset + q0 + i + 1) : n_kv;
+    float* row = sc + i * lds;
+    inv_sum[i] = 1.0f / K.exp_scaled(row, limit, scale);
+    std::fill(row + limit, row + kv_end, 0.0f);
+  }
+}
 }  // namespace
 
 void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int64_t ldk, const float* v, int64_t ldv,
@@ -102,12 +114,7 @@ void attention_head(const float* q, int64_t ldq, int64_t nq, const float* k, int
     // softmax(scores * scale) over each row's visible keys, the rest 0: exp here, the division by the
     // row's sum applied to its output row after P · v (one multiply per output value, not per score).
     float inv_sum[kQueryBlock];
-    for (int64_t i = 0; i < rows; ++i) {
-      const int64_t limit = causal_offset >= 0 ? std::min(n_kv, causal_offset + q0 + i + 1) : n_kv;
-      float* row = sc + i * lds;
-      inv_sum[i] = 1.0f / K.exp_scaled(row, limit, scale);
-      std::fill(row + limit, row + kv_end, 0.0f);
-    }
+    softmax_rows(K, sc, lds, rows, q0, causal_offset, n_kv, kv_end, scale, inv_sum);
     // out = P · v: the full column panels in one call (a decode step's row runs several at once), then a
     // partial one (head_dim not a multiple of tile_cols).
     const int64_t full = head_dim / tile_cols;
@@ -151,12 +158,7 @@ void attention_head_f16(const float* q, int64_t ldq, int64_t nq, const uint16_t*
                            (kv_end + tile_cols - 1) / tile_cols);
     }
     float inv_sum[kQueryBlock];
-    for (int64_t i = 0; i < rows; ++i) {
-      const int64_t limit = causal_offset >= 0 ? std::min(n_kv, causal_offset + q0 + i + 1) : n_kv;
-      float* row = sc + i * lds;
-      inv_sum[i] = 1.0f / K.exp_scaled(row, limit, scale);
-      std::fill(row + limit, row + kv_end, 0.0f);
-    }
+    softmax_rows(K, sc, lds, rows, q0, causal_offset, n_kv, kv_end, scale, inv_sum);
     for (int64_t i = 0; i < rows; i += tile_rows) {
       const int mr = static_cast<int>(std::min<int64_t>(tile_rows, rows - i));
       K.gemm_f16_nn_panels(sc + i * lds, lds, v, ldv, tile_cols, kv_end, out + (q0 + i) * ldo, ldo, mr,

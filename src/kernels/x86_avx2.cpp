@@ -213,40 +213,14 @@ void gemm_f32_nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, 
 
 // G full panels at once for a tile of MR rows: 2 G MR accumulators, each the same FMA chain as nn_tile's. A tile
 // of few rows (a decode step's one) alone has too few chains in flight to hide the FMA latency (2 for one row:
-// 5 cycles each on a Zen 2), so its panels run in groups: the text decoder's q · kᵀ and P · v.
-template <int MR, int G>
-void nn_panel_group(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t panel_stride, int64_t k,
-                    float* c, int64_t ldc) {
-  __m256 acc[G][MR][2];
-#pragma GCC unroll 4
-  for (int g = 0; g < G; ++g)
-#pragma GCC unroll 6
-    for (int i = 0; i < MR; ++i) acc[g][i][0] = acc[g][i][1] = _mm256_setzero_ps();
-  for (int64_t t = 0; t < k; ++t) {
-#pragma GCC unroll 6
-    for (int i = 0; i < MR; ++i) {
-      const __m256 av = _mm256_broadcast_ss(a + i * lda + t);
-#pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) {
-        const float* bt = b + g * panel_stride + t * ldb;
-        acc[g][i][0] = _mm256_fmadd_ps(av, _mm256_loadu_ps(bt), acc[g][i][0]);
-        acc[g][i][1] = _mm256_fmadd_ps(av, _mm256_loadu_ps(bt + 8), acc[g][i][1]);
-      }
-    }
-  }
-#pragma GCC unroll 4
-  for (int g = 0; g < G; ++g)
-#pragma GCC unroll 6
-    for (int i = 0; i < MR; ++i) {
-      _mm256_storeu_ps(c + i * ldc + 16 * g, acc[g][i][0]);
-      _mm256_storeu_ps(c + i * ldc + 16 * g + 8, acc[g][i][1]);
-    }
-}
+// 5 cycles each on a Zen 2), so its panels run in groups: the text decoder's q · kᵀ and P · v. B in float32, or in
+// f16 (the KV cache's), each 8 values widened in a register (vcvtph2ps, exact) before their FMAs.
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
-// nn_panel_group with B in f16, each 8 values widened in a register (vcvtph2ps, exact) before its FMAs.
-template <int MR, int G>
-void nn_panel_group_f16(const float* a, int64_t lda, const uint16_t* b, int64_t ldb, int64_t panel_stride, int64_t k,
-                        float* c, int64_t ldc) {
+template <int MR, int G, class T>
+void nn_panel_group(const float* a, int64_t lda, const T* b, int64_t ldb, int64_t panel_stride, int64_t k, float* c,
+                    int64_t ldc) {
   __m256 acc[G][MR][2];
 #pragma GCC unroll 4
   for (int g = 0; g < G; ++g)
@@ -256,9 +230,9 @@ void nn_panel_group_f16(const float* a, int64_t lda, const uint16_t* b, int64_t 
     __m256 bv[G][2];
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
-      const uint16_t* bt = b + g * panel_stride + t * ldb;
-      bv[g][0] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bt)));
-      bv[g][1] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bt + 8)));
+      const T* bt = b + g * panel_stride + t * ldb;
+      bv[g][0] = load8(bt);
+      bv[g][1] = load8(bt + 8);
     }
 #pragma GCC unroll 6
     for (int i = 0; i < MR; ++i) {
@@ -279,40 +253,31 @@ void nn_panel_group_f16(const float* a, int64_t lda, const uint16_t* b, int64_t 
     }
 }
 
-template <int MR>
-void nn_panels_f16(const float* a, int64_t lda, const uint16_t* b, int64_t ldb, int64_t panel_stride, int64_t k,
-                   float* c, int64_t ldc, int64_t panels) {
+// `panels` panels for MR rows: groups of G (8 accumulators for 1 or 2 rows), then one at a time.
+template <int MR, class T>
+void nn_panels(const float* a, int64_t lda, const T* b, int64_t ldb, int64_t panel_stride, int64_t k, float* c,
+               int64_t ldc, int64_t panels) {
   constexpr int G = MR == 1 ? 4 : MR == 2 ? 2 : 1;
   int64_t p = 0;
   if constexpr (G > 1)
     for (; p + G <= panels; p += G)
-      nn_panel_group_f16<MR, G>(a, lda, b + p * panel_stride, ldb, panel_stride, k, c + p * 16, ldc);
-  for (; p < panels; ++p) nn_panel_group_f16<MR, 1>(a, lda, b + p * panel_stride, ldb, panel_stride, k, c + p * 16, ldc);
+      nn_panel_group<MR, G>(a, lda, b + p * panel_stride, ldb, panel_stride, k, c + p * 16, ldc);
+  for (; p < panels; ++p) nn_panel_group<MR, 1>(a, lda, b + p * panel_stride, ldb, panel_stride, k, c + p * 16, ldc);
 }
 
 void gemm_f16_nn_panels(const float* a, int64_t lda, const uint16_t* b, int64_t ldb, int64_t panel_stride, int64_t k,
                         float* c, int64_t ldc, int mr, int64_t panels) {
   using Fn = void (*)(const float*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, float*, int64_t, int64_t);
-  static constexpr Fn kPanels[6] = {nn_panels_f16<1>, nn_panels_f16<2>, nn_panels_f16<3>,
-                                    nn_panels_f16<4>, nn_panels_f16<5>, nn_panels_f16<6>};
+  static constexpr Fn kPanels[6] = {nn_panels<1, uint16_t>, nn_panels<2, uint16_t>, nn_panels<3, uint16_t>,
+                                    nn_panels<4, uint16_t>, nn_panels<5, uint16_t>, nn_panels<6, uint16_t>};
   kPanels[mr - 1](a, lda, b, ldb, panel_stride, k, c, ldc, panels);
-}
-
-template <int MR>
-void nn_panels(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t panel_stride, int64_t k, float* c,
-               int64_t ldc, int64_t panels) {
-  constexpr int G = MR == 1 ? 4 : MR == 2 ? 2 : 1;  // 8 accumulators for 1 or 2 rows
-  int64_t p = 0;
-  if constexpr (G > 1)
-    for (; p + G <= panels; p += G)
-      nn_panel_group<MR, G>(a, lda, b + p * panel_stride, ldb, panel_stride, k, c + p * 16, ldc);
-  for (; p < panels; ++p) nn_tile<MR, false>(a, lda, b + p * panel_stride, ldb, k, c + p * 16, ldc, 16);
 }
 
 void gemm_f32_nn_panels(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t panel_stride, int64_t k,
                         float* c, int64_t ldc, int mr, int64_t panels) {
   using Fn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, int64_t, float*, int64_t, int64_t);
-  static constexpr Fn kPanels[6] = {nn_panels<1>, nn_panels<2>, nn_panels<3>, nn_panels<4>, nn_panels<5>, nn_panels<6>};
+  static constexpr Fn kPanels[6] = {nn_panels<1, float>, nn_panels<2, float>, nn_panels<3, float>,
+                                    nn_panels<4, float>, nn_panels<5, float>, nn_panels<6, float>};
   kPanels[mr - 1](a, lda, b, ldb, panel_stride, k, c, ldc, panels);
 }
 
