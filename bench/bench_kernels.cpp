@@ -224,11 +224,16 @@ BENCHMARK(BM_SiluMul)->Args({210, 6144})->Args({1, 6144})->UseRealTime();
 
 void BM_ExpScaled(benchmark::State& state) {  // one attention score row (one thread)
   const int64_t n = state.range(0);
-  std::vector<float> x0(static_cast<size_t>(n)), x(x0.size());
-  for (int64_t i = 0; i < n; ++i) x0[static_cast<size_t>(i)] = static_cast<float>(i % 17) * 0.1f;
+  // The source and the scores in one buffer, the scores 2 KiB past the source's end. Two vectors of 3,072
+  // floats, malloc'd back to back, lay a few bytes past a multiple of 4 KiB apart, so the copy's loads waited on
+  // its own stores of a few floats before (4K aliasing): 6.5 us on a Zen 3 rather than 1.6 (BENCHMARKS.md).
+  std::vector<float> buf(static_cast<size_t>(2 * n + 512));
+  float* x0 = buf.data();
+  float* x = buf.data() + n + 512;
+  for (int64_t i = 0; i < n; ++i) x0[i] = static_cast<float>(i % 17) * 0.1f;
   for (auto _ : state) {
-    std::copy(x0.begin(), x0.end(), x.begin());  // fresh scores every time
-    benchmark::DoNotOptimize(kernels().exp_scaled(x.data(), n, 0.125f));
+    std::copy(x0, x0 + n, x);  // fresh scores every time
+    benchmark::DoNotOptimize(kernels().exp_scaled(x, n, 0.125f));
   }
   element_counters(state, 16.0 * n);  // the copy's read and write included
 }
