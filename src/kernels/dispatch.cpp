@@ -379,7 +379,11 @@ const CoreRow kCores[] = {
     // Zen 2 timed on a Rome (model 49): the flash blocks from 96x256 to 96x1024 and GEMM row blocks 64-256 all
     // within 3% (BENCHMARKS.md, "Large images on a Zen 2"); 96x512 is the size its 512 KiB L2 derives.
     {"AuthenticAMD", 0x17, 0x30, 0xAF, "AMD Zen 2", true, 96, 512, 128},
-    {"AuthenticAMD", 0x19, 0x00, 0x0F, "AMD Zen 3", false, 0, 0, 0},
+    // Zen 3 timed on a Milan (model 1), 512 KiB L2 like Zen 2: flash blocks 96x256 to 96x2048 and 120x768 within
+    // the runs' noise (+-10 %), 144x512 ~8 % and 48x512 ~60 % slower at 3,072 patches; GEMM row blocks 64-256
+    // within the noise (BENCHMARKS.md, "Zen 3: the avx2 table on a core with two vector-multiply pipes"). It keeps
+    // the 96x512 its L2 derives. Models 0x20-0x5F (desktop and mobile Zen 3) were not timed.
+    {"AuthenticAMD", 0x19, 0x00, 0x0F, "AMD Zen 3", true, 96, 512, 128},
     {"AuthenticAMD", 0x19, 0x20, 0x5F, "AMD Zen 3", false, 0, 0, 0},
     {"AuthenticAMD", 0x19, 0x10, 0x1F, "AMD Zen 4", false, 0, 0, 0},
     {"AuthenticAMD", 0x19, 0x60, 0xAF, "AMD Zen 4", false, 0, 0, 0},
