@@ -181,6 +181,22 @@ void element_counters(benchmark::State& state, double bytes) {
   state.SetLabel(kernels().name);
 }
 
+// A source and the copy a benchmark refreshes from it every iteration, in one buffer, the copy a whole number of
+// 4 KiB pages after the source. Two vectors malloc'd back to back lie a few bytes past a multiple of 4 KiB apart,
+// so each load of the copy waits on its own store of a few floats before (4K aliasing: BM_ExpScaled/3072 took
+// 6.5 us on a Zen 3 rather than 1.4, BM_SiluMul/1/6144 18 us rather than 5; BENCHMARKS.md, "Zen 3: ..."); 2 KiB
+// apart, a load aliases a store 2 KiB back, still in flight in a long copy (GeluTanh ~10 % slower).
+struct SourceAndCopy {
+  static int64_t whole_pages(int64_t n) { return (n + 1023) / 1024 * 1024; }  // floats: 1,024 a 4 KiB page
+  explicit SourceAndCopy(int64_t n)
+      : buf(static_cast<size_t>(2 * whole_pages(n))), src(buf.data()), dst(buf.data() + whole_pages(n)), n(n) {}
+  void refresh() { std::copy(src, src + n, dst); }
+  std::vector<float> buf;
+  float* src;  // [n]
+  float* dst;  // [n]
+  int64_t n;
+};
+
 void BM_RmsNorm(benchmark::State& state) {  // text: [tokens, 2048]
   const int64_t n = state.range(0), d = state.range(1);
   std::vector<float> x(static_cast<size_t>(n * d), 0.5f), w(static_cast<size_t>(d), 1.0f), y(x.size());
@@ -200,11 +216,11 @@ BENCHMARK(BM_LayerNorm)->Args({784, 1024})->UseRealTime();
 void BM_GeluTanh(benchmark::State& state) {  // vision MLP: [patches, 4096]
   const int64_t n = state.range(0) * state.range(1);
   // In place on a fresh copy every time: applied again and again the values would shrink into denormals.
-  std::vector<float> x0(static_cast<size_t>(n)), x(x0.size());
-  for (int64_t i = 0; i < n; ++i) x0[static_cast<size_t>(i)] = static_cast<float>(i % 41) * 0.1f - 2.0f;
+  SourceAndCopy x(n);
+  for (int64_t i = 0; i < n; ++i) x.src[i] = static_cast<float>(i % 41) * 0.1f - 2.0f;
   for (auto _ : state) {
-    std::copy(x0.begin(), x0.end(), x.begin());
-    gelu_tanh(pool(), x.data(), n);
+    x.refresh();
+    gelu_tanh(pool(), x.dst, n);
   }
   element_counters(state, 16.0 * n);  // the copy's read and write included
 }
@@ -212,11 +228,12 @@ BENCHMARK(BM_GeluTanh)->Args({784, 4096})->UseRealTime();
 
 void BM_SiluMul(benchmark::State& state) {  // text MLP: [tokens, 6144]
   const int64_t n = state.range(0) * state.range(1);
-  std::vector<float> g0(static_cast<size_t>(n)), g(g0.size()), u(static_cast<size_t>(n), 0.25f);
-  for (int64_t i = 0; i < n; ++i) g0[static_cast<size_t>(i)] = static_cast<float>(i % 41) * 0.1f - 2.0f;
+  SourceAndCopy g(n);
+  std::vector<float> u(static_cast<size_t>(n), 0.25f);
+  for (int64_t i = 0; i < n; ++i) g.src[i] = static_cast<float>(i % 41) * 0.1f - 2.0f;
   for (auto _ : state) {
-    std::copy(g0.begin(), g0.end(), g.begin());  // fresh values every time (see BM_GeluTanh)
-    silu_mul(pool(), g.data(), u.data(), n);
+    g.refresh();  // fresh values every time (see BM_GeluTanh)
+    silu_mul(pool(), g.dst, u.data(), n);
   }
   element_counters(state, 20.0 * n);  // the copy's read and write included
 }
@@ -224,16 +241,11 @@ BENCHMARK(BM_SiluMul)->Args({210, 6144})->Args({1, 6144})->UseRealTime();
 
 void BM_ExpScaled(benchmark::State& state) {  // one attention score row (one thread)
   const int64_t n = state.range(0);
-  // The source and the scores in one buffer, the scores 2 KiB past the source's end. Two vectors of 3,072
-  // floats, malloc'd back to back, lay a few bytes past a multiple of 4 KiB apart, so the copy's loads waited on
-  // its own stores of a few floats before (4K aliasing): 6.5 us on a Zen 3 rather than 1.6 (BENCHMARKS.md).
-  std::vector<float> buf(static_cast<size_t>(2 * n + 512));
-  float* x0 = buf.data();
-  float* x = buf.data() + n + 512;
-  for (int64_t i = 0; i < n; ++i) x0[i] = static_cast<float>(i % 17) * 0.1f;
+  SourceAndCopy x(n);
+  for (int64_t i = 0; i < n; ++i) x.src[i] = static_cast<float>(i % 17) * 0.1f;
   for (auto _ : state) {
-    std::copy(x0, x0 + n, x);  // fresh scores every time
-    benchmark::DoNotOptimize(kernels().exp_scaled(x, n, 0.125f));
+    x.refresh();  // fresh scores every time
+    benchmark::DoNotOptimize(kernels().exp_scaled(x.dst, n, 0.125f));
   }
   element_counters(state, 16.0 * n);  // the copy's read and write included
 }
