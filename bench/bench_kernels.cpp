@@ -184,7 +184,7 @@ void element_counters(benchmark::State& state, double bytes) {
 // A source and the copy a benchmark refreshes from it every iteration, in one buffer, the copy a whole number of
 // 4 KiB pages after the source. Two vectors malloc'd back to back lie a few bytes past a multiple of 4 KiB apart,
 // so each load of the copy waits on its own store of a few floats before (4K aliasing: BM_ExpScaled/3072 took
-// 6.5 us on a Zen 3 rather than 1.4, BM_SiluMul/1/6144 18 us rather than 5; BENCHMARKS.md, "Zen 3: ..."); 2 KiB
+// 6.5 us on a Zen 3 rather than 1.4, BM_SiluMul/1/6144 18 us rather than 4; BENCHMARKS.md, "Zen 3: ..."); 2 KiB
 // apart, a load aliases a store 2 KiB back, still in flight in a long copy (GeluTanh ~10 % slower).
 struct SourceAndCopy {
   static int64_t whole_pages(int64_t n) { return (n + 1023) / 1024 * 1024; }  // floats: 1,024 a 4 KiB page
