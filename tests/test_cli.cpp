@@ -104,6 +104,12 @@ TEST(CliHelp, TopLevelHelpListsTheCommands) {
     for (const std::string& cmd : kConverted) EXPECT_TRUE(contains(r.out, "  " + cmd + " ")) << cmd;
     EXPECT_TRUE(contains(r.out, "  serve ")) << r.out;
   }
+  for (const char* topic : {"help", "version"}) {  // help on the two words that are not commands
+    Ran h = qvl({"help", topic});
+    EXPECT_EQ(h.code, 0) << topic << ": " << h.err;
+    EXPECT_FALSE(contains(h.err, "unknown command")) << h.err;
+  }
+  EXPECT_TRUE(contains(qvl({"help", "version"}).out, "Usage: qvl version"));
   Ran none = qvl({});
   EXPECT_EQ(none.code, 2);
   EXPECT_TRUE(contains(none.err, "usage: qvl <command>"));
@@ -178,7 +184,7 @@ TEST(CliErrors, BadValueNamesTheOption) {
       {{"bench", "-m", "DIR", "--kv-type", "f8"}, {"--kv-type", "unknown type 'f8'"}},
       {{"run", "-m", "DIR", "-p", "hi", "--vision-attention", "fp8"}, {"--vision-attention", "unknown precision 'fp8'", "(auto, f32, bf16)"}},
       {{"run", "-m", "DIR", "-p", "hi", "--temp", "-1"}, {"--temp", ">= 0"}},
-      {{"run", "-m", "DIR", "-p", "hi", "--top-p", "1.5"}, {"--top-p", "(0, 1]"}},
+      {{"run", "-m", "DIR", "-p", "hi", "--top-p", "1.5"}, {"--top-p", "[0, 1]"}},
       {{"run", "-m", "DIR", "-p", "hi", "--ctx", "8"}, {"--ctx", "[16, 1048576]"}},
       {{"bench", "-m", "DIR", "-n", "0"}, {"--max-tokens", "[1, 1048576]"}},
       {{"quantize", "-m", "DIR", "--out", "OUT", "--threads", "2000"}, {"--threads", "[1, 1024]"}},
@@ -193,6 +199,14 @@ TEST(CliErrors, BadValueNamesTheOption) {
       {{"serve", "--demo", "--timeout", "-3"}, {"--timeout", "seconds"}},
       {{"serve", "--demo", "--model", "x/y"}, {"--model or --demo, not both"}},
       {{"pull", "a/b", "--source", "gitlab"}, {"--source"}},
+      // Both bounds given the wrong way round are refused by every command that takes them, as the API refuses them.
+      {{"run", "-m", "DIR", "-p", "hi", "--min-pixels", "1000000", "--max-pixels", "1000"},
+       {"qvl run: --min-pixels 1000000 is larger than --max-pixels 1000"}},
+      {{"preprocess", "-m", "DIR", "-i", "F", "--min-pixels", "5000", "--max-pixels", "4000"}, {"qvl preprocess: --min-pixels 5000"}},
+      {{"serve", "--demo", "--min-pixels", "5000", "--max-pixels", "4000"}, {"qvl serve: --min-pixels 5000"}},
+      // What can only be a local path never goes to a hub.
+      {{"run", "-m", "./no-such-model", "-p", "hi"}, {"./no-such-model: no such file or directory"}},
+      {{"run", "-m", "no/such.gguf", "-p", "hi"}, {"no/such.gguf: no such file or directory"}},
   };
   for (const Case& c : cases) {
     Ran r = qvl(c.args);

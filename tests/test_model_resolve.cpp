@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "hub/cache.h"
 #include "hub/resolve.h"
 #include "util/file.h"
 
@@ -53,6 +54,34 @@ TEST(ModelResolve, DirectoryHubCacheAndMissing) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("not a hub id"), std::string::npos) << bad.status().message();
   fs::remove_all(cache);
+}
+
+// What can only be a local path never goes to a hub (it would be a network lookup of a name the user meant as a
+// file): an existing file that is not a .gguf, /x ./x ../x ~/x, and a missing .gguf. The answer says which.
+TEST(ModelResolve, LocalPathsAreNeverHubIds) {
+  const fs::path dir = fs::temp_directory_path() / ("qvl-test-local-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "m");
+  const fs::path file = dir / "m" / "model.safetensors";
+  ASSERT_TRUE(write_file_bytes(file.string(), "{}", 2).ok());
+  ResolveOptions o;
+  o.hub_cache = (dir / "cache").string();
+  o.download = false;  // a hub lookup would end in "download it with: qvl pull ..."
+  auto is_file = resolve_model(file.string(), o);
+  ASSERT_FALSE(is_file.ok());
+  EXPECT_NE(is_file.status().message().find("is a file, not a model"), std::string::npos) << is_file.status().message();
+  for (const std::string spec : {"./mymodel", "../up/model", "/no/such/model", "~/models/x", "gg/x.gguf", "my/x.gguf"}) {
+    auto r = resolve_model(spec, o);
+    ASSERT_FALSE(r.ok()) << spec;
+    EXPECT_NE(r.status().message().find("no such file or directory"), std::string::npos) << spec << ": " << r.status().message();
+    EXPECT_EQ(r.status().message().find("qvl pull"), std::string::npos) << spec << ": " << r.status().message();
+  }
+  // Hugging Face's own rules for ORG/NAME (huggingface_hub validate_repo_id).
+  for (const std::string id : {"Qwen/Qwen3-VL-2B-Instruct", "unsloth/Qwen3-VL-2B-Instruct-GGUF", "a_/b.c", "A1/_x_"})
+    EXPECT_TRUE(hub::is_valid_repo_id(id)) << id;
+  for (const std::string& id : std::vector<std::string>{"./mymodel", "-x/y", "x/y-", "x./y", "a--b/c", "a/b..c", "a/b/c", "/x", "x/", std::string(90, 'a') + "/bcdefgh"})
+    EXPECT_FALSE(hub::is_valid_repo_id(id)) << id;
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -177,7 +177,7 @@ TEST(Sampler, FastPathMatchesFullSortTwin) {
       const uint64_t h = rnd();
       p.temperature = std::array<float, 4>{1.0f, 0.7f, 0.3f, 1.6f}[h % 4];
       p.top_k = std::array<int, 5>{0, 0, 1, 20, 300}[(h >> 8) % 5];
-      p.top_p = std::array<float, 5>{1.0f, 0.8f, 0.95f, 0.999f, 0.3f}[(h >> 16) % 5];
+      p.top_p = std::array<float, 6>{1.0f, 0.8f, 0.95f, 0.999f, 0.3f, 0.0f}[(h >> 16) % 6];  // 0: HF keeps the top one
       p.min_p = std::array<float, 3>{0.0f, 0.05f, 0.0f}[(h >> 24) % 3];
       SCOPED_TRACE("n=" + std::to_string(n) + " trial=" + std::to_string(trial) + " k=" + std::to_string(p.top_k) +
                    " p=" + std::to_string(p.top_p) + " min_p=" + std::to_string(p.min_p));
@@ -440,8 +440,8 @@ TEST(SamplingParams, ValidateRejectsNonsenseWithClearMessages) {
       {with([](SamplingParams& p) { p.temperature = -0.5f; }), "temperature must be a finite number >= 0 (0 = greedy), got -0.5"},
       {with([](SamplingParams& p) { p.temperature = NAN; }), "temperature"},
       {with([](SamplingParams& p) { p.temperature = INFINITY; }), "temperature"},
-      {with([](SamplingParams& p) { p.top_p = 0.0f; }), "top_p must be in (0, 1] (1 turns top-p off), got 0"},
-      {with([](SamplingParams& p) { p.top_p = 1.5f; }), "top_p must be in (0, 1]"},
+      {with([](SamplingParams& p) { p.top_p = -0.1f; }), "top_p must be in [0, 1] (1 turns top-p off, 0 keeps the most likely token), got -0.1"},
+      {with([](SamplingParams& p) { p.top_p = 1.5f; }), "top_p must be in [0, 1]"},
       {with([](SamplingParams& p) { p.top_p = NAN; }), "top_p"},
       {with([](SamplingParams& p) { p.top_k = -1; }), "top_k must be >= 0 (0 turns top-k off), got -1"},
       {with([](SamplingParams& p) { p.min_p = -0.1f; }), "min_p must be in [0, 1]"},

@@ -2,6 +2,8 @@
 // model: OpenAI, Ollama and the legacy endpoints, streaming and not, plus health, models, metrics and page.
 #include "test_server_fixture.h"
 
+#include <set>
+
 namespace qvl::test {
 namespace {
 
@@ -314,10 +316,25 @@ TEST_F(ServerApi, OllamaChat) {
   EXPECT_EQ(lines.back()["eval_count"], 6);
   EXPECT_EQ(text, j["message"]["content"]);
 
-  // No messages: Ollama's "load the model" call.
+  // No messages: Ollama's "load the model" call, and with keep_alive 0 its "unload" call.
   Reply load = post("/api/chat", json{{"model", "tiny"}});
   ASSERT_EQ(load.status, 200) << load.body;
   EXPECT_EQ(load.json_body()["done_reason"], "load");
+  for (const json& zero : {json(0), json("0"), json("0s")}) {
+    Reply unload = post("/api/chat", json{{"model", "tiny"}, {"messages", json::array()}, {"keep_alive", zero}});
+    ASSERT_EQ(unload.status, 200) << unload.body;
+    EXPECT_EQ(unload.json_body()["done_reason"], "unload") << zero;
+  }
+
+  // seed -1 is Ollama's default: a random seed each time, so sampled answers differ (four of them agreeing
+  // on 12 random-weight tokens at temperature 1.5 does not happen); a given seed repeats.
+  json sampled{{"model", "tiny"}, {"stream", false}, {"messages", json::array({json{{"role", "user"}, {"content", "Story"}}})},
+               {"options", json{{"num_predict", 12}, {"temperature", 1.5}, {"top_k", 0}, {"top_p", 1}, {"seed", -1}}}};
+  std::set<std::string> answers;
+  for (int i = 0; i < 4; ++i) answers.insert(post("/api/chat", sampled).json_body()["message"]["content"].get<std::string>());
+  EXPECT_GT(answers.size(), 1u);
+  sampled["options"]["seed"] = 7;
+  EXPECT_EQ(post("/api/chat", sampled).json_body()["message"], post("/api/chat", sampled).json_body()["message"]);
 }
 
 TEST_F(ServerApi, OllamaGenerate) {

@@ -208,6 +208,70 @@ TEST_F(ServerErrors, ImageDirRefusesEverythingOutsideIt) {
   fs::remove_all(root);
 }
 
+// A path is percent-decoded before it is routed (the openai package escapes the slash of a hub id in
+// /v1/models/{id}); an escape that is not two hex digits, or that decodes to a control character or to bytes that
+// are not UTF-8, is a 400. A known path asked with the wrong method is a 405 whose Allow names the methods it takes.
+TEST_F(ServerErrors, PathsAreDecodedAndAWrongMethodIs405) {
+  server::ServerOptions o = test::test_options();
+  o.model_id = "Qwen/Tiny-VL";
+  start(o);
+  for (const char* path : {"/v1/models/Qwen%2FTiny-VL", "/v1/models/Qwen%2fTiny-VL", "/v1/models/Qwen/Tiny-VL", "/v1/%6Dodels/Qwen%2FTiny%2DVL"}) {
+    const Reply r = get(path);
+    ASSERT_EQ(r.status, 200) << path << ": " << r.body;
+    EXPECT_EQ(r.json_body()["id"], "Qwen/Tiny-VL") << path;
+  }
+  EXPECT_EQ(get("/v1/models/Qwen%2Ftiny-vl").status, 404);
+  for (const char* path : {"/v1/models/%zz", "/v1/models/%2", "/v1/models/a%", "/v1/models/a%00b", "/v1/models/a%0Ab",
+                           "/v1/models/%7F", "/v1/models/%ff", "/health%00"}) {
+    const Reply r = get(path);
+    EXPECT_EQ(r.status, 400) << path << ": " << r.body;
+  }
+  EXPECT_EQ(get("/health").status, 200);  // the server carries on
+  struct Wrong {
+    const char* method;
+    const char* path;
+    const char* allow;
+  };
+  for (const Wrong& w : {Wrong{"POST", "/v1/models", "GET, HEAD"}, Wrong{"POST", "/v1/models/Qwen%2FTiny-VL", "GET, HEAD"},
+                         Wrong{"POST", "/health", "GET, HEAD"}, Wrong{"GET", "/v1/embeddings", "POST"},
+                         Wrong{"GET", "/v1/chat/completions", "POST"}, Wrong{"GET", "/api/embeddings", "POST"},
+                         Wrong{"POST", "/", "GET, HEAD"}, Wrong{"POST", "/v1/responses/resp_x", "GET, HEAD"}}) {
+    auto c = client();
+    auto r = std::string(w.method) == "GET" ? c->Get(w.path) : c->Post(w.path, "{}", "application/json");
+    ASSERT_TRUE(r) << w.path;
+    EXPECT_EQ(r->status, 405) << w.method << " " << w.path << ": " << r->body;
+    EXPECT_EQ(r->get_header_value("Allow"), w.allow) << w.method << " " << w.path;
+  }
+  EXPECT_EQ(post("/v1/nothing", json::object()).status, 404);
+}
+
+// Sampling and log-probability fields at the edges of their ranges: top_p 0 is taken (transformers keeps the most
+// likely token: the greedy answer); a negative count of alternatives and a logit_bias that would be ignored are
+// refused.
+TEST_F(ServerErrors, SamplingEdgesAreTakenOrRefusedNeverIgnored) {
+  start();
+  const json msgs = json::array({json{{"role", "user"}, {"content", "Hello"}}});
+  const Reply greedy = post("/v1/chat/completions", json{{"messages", msgs}, {"max_tokens", 6}, {"temperature", 0}});
+  ASSERT_EQ(greedy.status, 200) << greedy.body;
+  for (int seed : {1, 2, 3}) {
+    const Reply r = post("/v1/chat/completions",
+                         json{{"messages", msgs}, {"max_tokens", 6}, {"temperature", 1.5}, {"top_p", 0}, {"seed", seed}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.json_body()["choices"][0]["message"]["content"], greedy.json_body()["choices"][0]["message"]["content"]);
+  }
+  const Reply tp = post("/v1/chat/completions", json{{"messages", msgs}, {"max_tokens", 2}, {"top_p", -0.1}});
+  EXPECT_EQ(tp.status, 400) << tp.body;
+  const Reply top = post("/v1/chat/completions", json{{"messages", msgs}, {"max_tokens", 2}, {"logprobs", true}, {"top_logprobs", -1}});
+  EXPECT_EQ(top.status, 400) << top.body;
+  EXPECT_NE(top.body.find("top_logprobs: expected 0 to 20, got -1"), std::string::npos) << top.body;
+  const Reply legacy = post("/v1/completions", json{{"prompt", "Hello"}, {"max_tokens", 2}, {"logprobs", -1}});
+  EXPECT_EQ(legacy.status, 400) << legacy.body;
+  const Reply bias = post("/v1/chat/completions", json{{"messages", msgs}, {"max_tokens", 2}, {"logit_bias", {{"100", 5}}}});
+  EXPECT_EQ(bias.status, 400) << bias.body;
+  EXPECT_NE(bias.body.find("logit_bias"), std::string::npos) << bias.body;
+  EXPECT_EQ(post("/v1/chat/completions", json{{"messages", msgs}, {"max_tokens", 2}, {"logit_bias", json::object()}}).status, 200);
+}
+
 TEST(ServerBase64, RoundTripAndErrors) {
   for (std::string s : {"", "a", "ab", "abc", "abcd", "hello world!"}) {
     std::string enc = server::base64_encode(reinterpret_cast<const uint8_t*>(s.data()), s.size());

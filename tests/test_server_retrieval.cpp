@@ -76,6 +76,18 @@ TEST_F(RetrievalServerTest, EmbeddingsAreTheEnginesVectorsAloneOrInABatch) {
   ASSERT_EQ(ol.status, 200) << ol.body;
   EXPECT_LE(max_diff(floats(ol.json_body()["embeddings"][0]), engine_embedding("a red bicycle")), 1e-6);
   EXPECT_GT(ol.json_body()["prompt_eval_count"].get<int>(), 10);
+  // Nothing to embed is answered with no vectors, as Ollama does.
+  for (const json& nothing : {json::array(), json("")}) {
+    const Reply none = post("/api/embed", json{{"model", "tiny"}, {"input", nothing}});
+    ASSERT_EQ(none.status, 200) << none.body;
+    EXPECT_EQ(none.json_body()["embeddings"], json::array()) << none.body;
+  }
+  // Ollama's earlier /api/embeddings: one prompt, one vector, the same.
+  const Reply legacy = post("/api/embeddings", json{{"model", "tiny"}, {"prompt", "a red bicycle"}});
+  ASSERT_EQ(legacy.status, 200) << legacy.body;
+  EXPECT_LE(max_diff(floats(legacy.json_body()["embedding"]), engine_embedding("a red bicycle")), 1e-6);
+  EXPECT_EQ(post("/api/embeddings", json{{"prompt", ""}}).json_body()["embedding"], json::array());
+  EXPECT_EQ(post("/api/embeddings", json{{"input", "x"}}).status, 400);
 }
 
 TEST_F(RetrievalServerTest, ImagesEmbedAndAnImageAloneDiffersFromText) {
@@ -182,6 +194,7 @@ TEST_F(RetrievalServerTest, AChatModelRefusesEmbeddings) {
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(r.body.find("chat model"), std::string::npos) << r.body;
   EXPECT_EQ(post("/api/embed", json{{"input", "x"}}).status, 400);
+  EXPECT_EQ(post("/api/embeddings", json{{"prompt", "x"}}).status, 400);
   EXPECT_EQ(post("/v1/rerank", json{{"query", "x"}, {"documents", {"y"}}}).status, 400);
 }
 

@@ -64,6 +64,7 @@ int cmd_bench(const Args& args) {
   add_document_file_options(cli, documents, "a PDF document whose pages are rendered (each run: the server renders "
                             "per request) and read after the image (repeatable)");
   if (auto rc = cli.parse_args(args)) return *rc;
+  if (auto rc = check_image_sizes(cli.command(), opts.image.min_pixels, opts.image.max_pixels)) return *rc;
   const std::string& cmd = cli.command();
   {
     auto dir = find_model_dir(cmd, model_dir);

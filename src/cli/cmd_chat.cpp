@@ -80,6 +80,7 @@ int cmd_chat(const Args& args) {
   add_document_file_options(cli, documents, "a PDF document for the first message: its pages go to the model as "
                             "images (repeatable; /file PATH [PAGES] attaches one later)");
   if (auto rc = cli.parse_args(args)) return *rc;
+  if (auto rc = check_image_sizes(cli.command(), opts.image.min_pixels, opts.image.max_pixels)) return *rc;
   const std::string& cmd = cli.command();
   {
     auto dir = find_model_dir(cmd, model_dir);

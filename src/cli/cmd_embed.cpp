@@ -132,8 +132,9 @@ int cmd_embed(const Args& args) {
   cli.add_option("--instruction", instruction, "the task instruction of inputs without their own (default: "
                                                "\"Represent the user's input.\")")
       ->type_name("TEXT");
-  cli.add_option("--dimensions", dimensions, "keep the first N values of each vector, renormalised (Matryoshka)")
-      ->type_name("N");
+  const CLI::Option* dimensions_opt =
+      cli.add_option("--dimensions", dimensions, "keep the first N values of each vector, renormalised (Matryoshka)")
+          ->type_name("N");
   cli.add_option("--output", output, "write the vectors here: FILE.npy (float32 [inputs, dims]) or FILE.jsonl "
                                      "(default: JSONL on stdout)")
       ->type_name("FILE");
@@ -144,6 +145,7 @@ int cmd_embed(const Args& args) {
   add_vision_attention_option(cli, vision_attention);
   add_image_size_options(cli, min_pixels, max_pixels);
   if (auto rc = cli.parse_args(args)) return *rc;
+  if (auto rc = check_image_sizes(cli.command(), min_pixels, max_pixels)) return *rc;
   const std::string& cmd = cli.command();
   {
     auto dir = find_model_dir(cmd, model_dir);
@@ -202,7 +204,7 @@ int cmd_embed(const Args& args) {
   if (model.kind() != ModelKind::kEmbedding)
     return fail(cmd, model_dir + " is a " + std::string(model_kind_name(model.kind())) + " model; qvl embed needs a "
                      "Qwen3-VL-Embedding model (its model card's title or config.json names it; see docs/API.md)");
-  if (dimensions < 0 || dimensions > model.config().text.hidden_size)
+  if (dimensions_opt->count() > 0 && (dimensions < 1 || dimensions > model.config().text.hidden_size))
     return fail(cmd, "--dimensions " + std::to_string(dimensions) + ": expected 1 to " +
                          std::to_string(model.config().text.hidden_size));
   std::fprintf(stderr, "loaded in %.0f ms; %zu inputs, %d at a time, %d threads, %s kernels\n", scheduler.load_ms(),

@@ -1,5 +1,6 @@
 // `qvl preprocess --model DIR --image FILE [--min-pixels N] [--max-pixels N] [--out FILE.npy]`: shows how
 // the model sees an image (resized size, grid, token count) and can write its pixel_values.
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/model_arg.h"
@@ -22,6 +23,7 @@ int cmd_preprocess(const Args& args) {
   add_image_page_option(cli, decode.page);
   cli.add_option("--out", out_path, "write pixel_values as float32 .npy")->type_name("FILE.npy");
   if (auto rc = cli.parse_args(args)) return *rc;
+  if (auto rc = check_image_sizes(cli.command(), opts.min_pixels, opts.max_pixels)) return *rc;
   {  // a hub id only from the cache: these commands read no weights
     auto dir = find_model_dir(cli.command(), model, /*download=*/false);
     if (!dir.ok()) return fail(cli.command(), dir.status().message());
@@ -31,6 +33,8 @@ int cmd_preprocess(const Args& args) {
   const std::string& cmd = cli.command();
   auto config = ImageProcessorConfig::load(model);
   if (!config.ok()) return fail(cmd, config.status().message());
+  // --max-pixels alone bounds the model's min_pixels, as run and the server do (engine/generate.cpp).
+  if (opts.min_pixels <= 0 && opts.max_pixels > 0) opts.min_pixels = std::min(config->min_pixels, opts.max_pixels);
   auto image = load_image_file(image_path, decode);
   if (!image.ok()) return fail(cmd, image.status().message());
   auto pre = preprocess_image(*image, *config, opts);

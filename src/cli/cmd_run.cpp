@@ -62,6 +62,7 @@ int cmd_run(const Args& args) {
   cli.add_option("--dump", dump_dir, "write every named intermediate as .npy, and generated_ids.json, into DIR")
       ->type_name("DIR");
   if (auto rc = cli.parse_args(args)) return *rc;
+  if (auto rc = check_image_sizes(cli.command(), opts.image.min_pixels, opts.image.max_pixels)) return *rc;
   const std::string& cmd = cli.command();
   {
     auto dir = find_model_dir(cmd, model_dir);

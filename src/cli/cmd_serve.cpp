@@ -163,6 +163,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   cli.add_flag("--quiet", quiet, "no access log");
   add_environment_names(cli);
   if (auto rc = cli.parse_args(args)) return *rc;
+  if (auto rc = check_image_sizes(cli.command(), o.min_pixels, o.max_pixels)) return *rc;
   const std::string& cmd = cli.command();
   o.access_log = !quiet;
   for (const std::string& k : o.api_keys) {

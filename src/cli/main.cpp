@@ -92,6 +92,16 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   if (command == "help" || command == "--help" || command == "-h") {
     if (argc > 2) {  // qvl help run = qvl run --help
+      const std::string topic = argv[2];
+      if (topic == "help" || topic == "--help" || topic == "-h") {
+        print_usage(stdout);
+        return 0;
+      }
+      if (topic == "version" || topic == "--version" || topic == "-V") {
+        std::printf("Usage: qvl version (or qvl --version, qvl -V)\nPrints qvl's version, the compiler that built it "
+                    "and the kernel table this CPU runs.\n");
+        return 0;
+      }
       const Command* c = find_command(argv[2]);
       return c ? c->run({"--help"}) : unknown_command(argv[2]);
     }

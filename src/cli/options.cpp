@@ -375,6 +375,13 @@ void add_image_size_options(CLI::App& app, int64_t& min_pixels, int64_t& max_pix
       ->default_str(shown(max_pixels));
 }
 
+std::optional<int> check_image_sizes(const std::string& command, int64_t min_pixels, int64_t max_pixels) {
+  if (min_pixels > 0 && max_pixels > 0 && min_pixels > max_pixels)
+    return fail(command, "--min-pixels " + std::to_string(min_pixels) + " is larger than --max-pixels " +
+                             std::to_string(max_pixels) + "; give a minimum at most the maximum");
+  return std::nullopt;
+}
+
 void add_document_options(CLI::App& app, DocumentOptions& o) {
   app.add_option("--pdf-max-dpi", o.max_dpi,
                  "PDF pages are rendered at the DPI that fits the image budget (max_pixels), never finer than this")
@@ -490,7 +497,7 @@ void add_sampling_options(CLI::App& app, SamplingArgs& s) {
       ->type_name("K")
       ->check(integer_in(0, 1 << 30))
       ->default_str(from_model);
-  add_float(app, "--top-p", s.top_p, [](float v) { return v > 0 && v <= 1; }, "in (0, 1]",
+  add_float(app, "--top-p", s.top_p, [](float v) { return v >= 0 && v <= 1; }, "in [0, 1]",
             "sample from the likeliest tokens whose probabilities add up to P; 1: all")
       ->type_name("P")
       ->default_str(from_model);

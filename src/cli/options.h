@@ -84,6 +84,9 @@ void apply_vision_attention(const std::string& command, Model& model, const std:
 
 // ---- Image size: --min-pixels N, --max-pixels N (1..2^40; -1: the model's preprocessor_config.json) -------
 void add_image_size_options(CLI::App& app, int64_t& min_pixels, int64_t& max_pixels);
+// After parsing: both given with --min-pixels over --max-pixels is refused (exit 2), as the API refuses it; one of
+// them alone is bounded by the other's model default where it is used.
+std::optional<int> check_image_sizes(const std::string& command, int64_t min_pixels, int64_t max_pixels);
 // --page N: the page of multi-page image files (TIFF) that --image reads; 0, the first, by default.
 void add_image_page_option(CLI::App& app, int& page);
 // PDF documents: --pdf-max-dpi, --pdf-max-pages, --pdf-page-timeout, --pdf-worker-memory-mb.
@@ -112,7 +115,7 @@ CLI::Option* add_max_tokens_option(CLI::App& app, int& max_tokens, int min = 0);
 struct SamplingArgs {
   std::optional<float> temperature;  // --temp T (>= 0; 0: greedy)
   std::optional<int> top_k;          // --top-k K (0..2^30; 0: off)
-  std::optional<float> top_p;        // --top-p P ((0, 1]; 1: off)
+  std::optional<float> top_p;        // --top-p P ([0, 1]; 1: off, 0: the most likely token)
   std::optional<uint64_t> seed;      // --seed S (0..2^62)
   void apply_to(SamplingParams& params) const;
 };

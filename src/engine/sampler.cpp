@@ -36,8 +36,8 @@ Status SamplingParams::validate() const {
   if (!(temperature >= 0.0f) || !std::isfinite(temperature))
     return bad("temperature must be a finite number >= 0 (0 = greedy), got " + num(temperature));
   if (top_k < 0) return bad("top_k must be >= 0 (0 turns top-k off), got " + std::to_string(top_k));
-  if (!(top_p > 0.0f && top_p <= 1.0f))
-    return bad("top_p must be in (0, 1] (1 turns top-p off), got " + num(top_p));
+  if (!(top_p >= 0.0f && top_p <= 1.0f))  // HF's TopPLogitsWarper takes 0: only the most likely token is kept
+    return bad("top_p must be in [0, 1] (1 turns top-p off, 0 keeps the most likely token), got " + num(top_p));
   if (!(min_p >= 0.0f && min_p <= 1.0f))
     return bad("min_p must be in [0, 1] (0 turns min-p off), got " + num(min_p));
   if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty))

@@ -30,7 +30,7 @@ struct SamplingParams {
   // file without "do_sample": true means greedy, exactly as in transformers.
   static Result<SamplingParams> from_generation_config(const GenerationConfig& config);
 
-  // Rejects values HF or the OpenAI API would reject: temperature < 0 or NaN, top_p outside (0, 1],
+  // Rejects values HF or the OpenAI API would reject: temperature < 0 or NaN, top_p outside [0, 1],
   // top_k < 0, min_p outside [0, 1], repetition_penalty <= 0, presence/frequency penalty outside [-2, 2].
   Status validate() const;
 };

@@ -71,13 +71,19 @@ bool env_offline() {
   return v == "1" || v == "ON" || v == "YES" || v == "TRUE";
 }
 
+// huggingface_hub's validate_repo_id: ORG/NAME, each part of letters, digits, '-', '_' and '.', beginning and
+// ending with a letter, digit or '_' (so ".", "./x" and "-x" are paths or typos, never ids), no "--" or "..", at most
+// 96 characters in all.
 bool is_valid_repo_id(const std::string& s) {
   const size_t slash = s.find('/');
-  if (slash == std::string::npos || slash == 0 || slash + 1 == s.size()) return false;
-  if (s.find('/', slash + 1) != std::string::npos || s.find("..") != std::string::npos) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '/';
-  });
+  if (slash == std::string::npos || s.size() > 96 || s.find('/', slash + 1) != std::string::npos) return false;
+  if (s.find("..") != std::string::npos || s.find("--") != std::string::npos) return false;
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  auto part = [&](const std::string& p) {
+    return !p.empty() && word(p.front()) && word(p.back()) &&
+           std::all_of(p.begin(), p.end(), [&](char c) { return word(c) || c == '-' || c == '.'; });
+  };
+  return part(s.substr(0, slash)) && part(s.substr(slash + 1));
 }
 
 bool is_commit_hash(const std::string& r) {

@@ -36,14 +36,25 @@ Result<LocatedModel> resolve_model(const std::string& spec, const ResolveOptions
     std::string name = (ec ? fs::path(spec) : canonical).filename().string();
     return LocatedModel{spec, name.empty() ? spec : name};
   }
+  // What can only be a local path is never looked up on a hub: an existing file that is not a .gguf, a path
+  // written as one (/x, ./x, ../x, ~/x) and a missing .gguf file.
+  if (fs::exists(spec, ec)) {
+    return Status::Error("--model " + spec + ": is a file, not a model; expected a Qwen3-VL model directory "
+                         "(config.json, tokenizer.json, *.safetensors), a .gguf file or a folder of .gguf files");
+  }
+  if (spec.starts_with("/") || spec.starts_with("./") || spec.starts_with("../") || spec.starts_with("~") ||
+      spec == "." || spec == ".." || (spec.ends_with(".gguf") && spec.find(':') == std::string::npos)) {
+    return Status::Error("--model " + spec + ": no such file or directory; give the path of a model directory or "
+                         "a .gguf file, or a hub id such as Qwen/Qwen3-VL-2B-Instruct");
+  }
   // A GGUF repository's quantization tag: ORG/NAME:Q4_K_M (after the id, so hf:/modelscope: prefixes stay).
   const std::pair<std::string, std::string> split = hub::split_gguf_tag(spec);
   const std::string id_spec = split.first, tag = split.second;  // named copies: lambdas below capture them
   auto parsed = hub::parse_model_spec(id_spec);
   if (!parsed.ok()) {
     return Status::Error("model '" + spec + "' not found: no such directory, and not a hub id (ORG/NAME such as "
-                         "Qwen/Qwen3-VL-2B-Instruct, or modelscope:ORG/NAME); pass --model DIR, or --demo for a tiny "
-                         "test model");
+                         "Qwen/Qwen3-VL-2B-Instruct, or modelscope:ORG/NAME); pass --model DIR (qvl serve --demo serves a tiny "
+                         "test model)");
   }
   hub::PullOptions pull;
   pull.source = parsed->first;

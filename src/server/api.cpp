@@ -7,6 +7,7 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <semaphore>
 #include <random>
 
@@ -192,9 +193,10 @@ Status read_max_tokens(const json& obj, const char* key, int& out, const std::st
 Status read_logprobs(const json& obj, const char* flag_key, const char* top_key, int& out, const std::string& where) {
   bool on = false;
   QVL_RETURN_IF_ERROR(read_bool(obj, flag_key, on, where));
-  int64_t top = -1;
+  constexpr int64_t kUnset = std::numeric_limits<int64_t>::min();  // not -1: a client's -1 is refused
+  int64_t top = kUnset;
   QVL_RETURN_IF_ERROR(read_int(obj, top_key, top, where));
-  if (top != -1 && (top < 0 || top > kMaxTopLogprobs))
+  if (top != kUnset && (top < 0 || top > kMaxTopLogprobs))
     return Status::Error(field(where, top_key) + ": expected 0 to " + std::to_string(kMaxTopLogprobs) + ", got " + std::to_string(top));
   if (top >= 0 && !on)
     return Status::Error(field(where, top_key) + ": needs " + field(where, flag_key) + " set to true");

@@ -85,9 +85,12 @@ void generate(ApiContext& ctx, const http::Request& req, http::Response& res, bo
     j["done"] = false;
     return j;
   };
-  if (empty) {  // Ollama's way to load a model: answer that it is loaded
+  if (empty) {  // Ollama's way to load (or, with keep_alive 0, unload) a model: qvl keeps its one model loaded
     json j = piece("");
-    j["done_reason"] = "load";
+    const auto ka = body->find("keep_alive");
+    const bool unload = ka != body->end() && ((ka->is_number() && ka->get<double>() == 0) ||
+                                              (ka->is_string() && (*ka == "0" || *ka == "0s" || *ka == "0m")));
+    j["done_reason"] = unload ? "unload" : "load";
     j["done"] = true;
     return send_json(res, 200, j);
   }

@@ -173,11 +173,15 @@ int64_t retrieval_context(const ApiContext& ctx) {
 }
 
 json model_object(const ApiContext& ctx) {
+  // Images only where the vision tower is loaded (a GGUF served without its mmproj is text only); while loading, as
+  // Ollama's capabilities say, the model is taken to have it.
+  const Model* m = ctx.scheduler.model();
+  const json inputs = !m || m->has_vision() ? json::array({"text", "image"}) : json::array({"text"});
   return json{{"id", ctx.options.model_id},
               {"object", "model"},
               {"created", ctx.started_unix},
               {"owned_by", "qvl"},
-              {"input_modalities", json::array({"text", "image"})},
+              {"input_modalities", inputs},
               {"output_modalities", json::array({retrieval_output(ctx)})},
               {"context_length", retrieval_context(ctx)},
               {"qvl", model_description(ctx)}};

@@ -95,10 +95,11 @@ class ResponseBuilder {
   // The end: the open item closed (an answer of nothing is an empty message), the response object complete.
   std::string finish(const JobUpdate& end) {
     std::string out;  // end.logprobs came with the last text already (stream_job hands them to text() first)
-    if (prose_.empty() && calls_.empty()) out += open_message();  // an empty answer is still a message item
-    out += close();
-    const GenerateTimings& t = end.result.timings;
     const bool incomplete = end.result.finish == FinishReason::kLength;
+    // An empty answer is still a message item, unless the tokens ran out while the model was still reasoning.
+    if (prose_.empty() && calls_.empty() && !(incomplete && open_ == Open::kReasoning)) out += open_message();
+    out += close(incomplete ? "incomplete" : "completed");
+    const GenerateTimings& t = end.result.timings;
     response_ = base_;
     response_["status"] = incomplete ? "incomplete" : "completed";
     response_["incomplete_details"] = incomplete ? json{{"reason", "max_output_tokens"}} : json(nullptr);
@@ -140,7 +141,8 @@ class ResponseBuilder {
     return e;
   }
 
-  std::string close() {
+  // Closes the open item; a message item gets `status` ("incomplete" when the tokens ran out in it).
+  std::string close(const char* status = "completed") {
     std::string out;
     const size_t index = output_.size();
     if (open_ == Open::kReasoning) {
@@ -158,7 +160,7 @@ class ResponseBuilder {
       if (logprobs_) done["logprobs"] = message_lps_;
       out += event("response.output_text.done", std::move(done));
       out += event("response.content_part.done", {{"item_id", item_id_}, {"output_index", index}, {"content_index", 0}, {"part", part}});
-      json item{{"id", item_id_}, {"type", "message"}, {"status", "completed"}, {"role", "assistant"}, {"content", json::array({part})}};
+      json item{{"id", item_id_}, {"type", "message"}, {"status", status}, {"role", "assistant"}, {"content", json::array({part})}};
       out += event("response.output_item.done", {{"output_index", index}, {"item", item}});
       output_.push_back(std::move(item));
       message_lps_ = json::array();
@@ -214,15 +216,14 @@ void create_response(ApiContext& ctx, const http::Request& req, http::Response& 
     return fail(*e);
   const std::string id = random_id("resp_");
   json base{{"id", id}, {"object", "response"}, {"created_at", unix_now()}, {"status", "in_progress"},
-            {"background", false}, {"error", nullptr}, {"incomplete_details", nullptr}};
-  for (auto& [k, v] : r.echo.items()) base[k] = v;
+            {"background", false}, {"error", nullptr}, {"incomplete_details", nullptr},
+            {"reasoning", json{{"effort", nullptr}, {"summary", nullptr}}}, {"user", nullptr}};
+  for (auto& [k, v] : r.echo.items()) base[k] = v;  // what the request set, repeated
   base["model"] = r.chat.model.empty() ? ctx.options.model_id : r.chat.model;
   base["output"] = json::array();
   base["previous_response_id"] = r.previous_response_id.empty() ? json(nullptr) : json(r.previous_response_id);
-  base["reasoning"] = json{{"effort", nullptr}, {"summary", nullptr}};
   base["store"] = r.store;
   base["usage"] = nullptr;
-  base["user"] = nullptr;
   if (!r.chat.warnings.empty()) base["warnings"] = r.chat.warnings;
 
   const http::PeerWatch& watch = req.peer;

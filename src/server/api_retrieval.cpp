@@ -1,5 +1,5 @@
 // The retrieval endpoints of an embedding or reranker model (engine/retrieval.h): OpenAI's POST /v1/embeddings,
-// Ollama's POST /api/embed and the Jina/Cohere-shaped POST /v1/rerank (llama-server's and vLLM's shape). Each
+// Ollama's POST /api/embed (and its earlier /api/embeddings) and the Jina/Cohere-shaped POST /v1/rerank (llama-server's and vLLM's shape). Each
 // input (or query/document pair) is one pooled pass through the scheduler: as many are queued at once as the
 // server has slots, so a request's inputs share the batched forward passes and the image cache (a rerank
 // query's image is encoded once for all its documents).
@@ -202,17 +202,48 @@ void ollama_embed(ApiContext& ctx, const http::Request& req, http::Response& res
   if (auto e = check_ready(ctx, ModelKind::kEmbedding)) return fail(*e);
   auto body = parse_json_body(req);
   if (!body.ok()) return fail({400, body.status().message()});
+  const auto ns = [](double ms) { return static_cast<int64_t>(ms * 1e6); };
+  // Nothing to embed ([] or ""): Ollama answers with no vectors rather than an error.
+  if (const auto in = body->find("input");
+      in != body->end() && ((in->is_array() && in->empty()) || (in->is_string() && in->get<std::string>().empty()))) {
+    std::string model;
+    if (auto m = body->find("model"); m != body->end() && m->is_string()) model = m->get<std::string>();
+    return send_json(res, 200, json{{"model", model.empty() ? ctx.options.model_id : model}, {"embeddings", json::array()},
+                                    {"total_duration", 0}, {"load_duration", 0}, {"prompt_eval_count", 0}});
+  }
   auto parsed = parse_ollama_embed_request(*body);
   if (!parsed.ok()) return fail({400, parsed.status().message()});
   std::vector<std::vector<float>> vectors;
   PassResults results;
   if (auto e = embed(ctx, req, *parsed, deadline, vectors, results)) return fail(*e);
-  const auto ns = [](double ms) { return static_cast<int64_t>(ms * 1e6); };
   send_json(res, 200, json{{"model", parsed->model.empty() ? ctx.options.model_id : parsed->model},
                            {"embeddings", vectors},
                            {"total_duration", ns(results.ms)},
                            {"load_duration", 0},
                            {"prompt_eval_count", results.prompt_tokens}});
+}
+
+// Ollama's earlier endpoint, still in its client: {"model", "prompt"} -> {"embedding": [...]}, one text.
+void ollama_embeddings(ApiContext& ctx, const http::Request& req, http::Response& res) {
+  const auto deadline = request_deadline(ctx);
+  auto fail = [&](const ApiError& e) { send_error(res, ApiFamily::kOllama, e); };
+  if (auto e = check_ready(ctx, ModelKind::kEmbedding)) return fail(*e);
+  auto body = parse_json_body(req);
+  if (!body.ok()) return fail({400, body.status().message()});
+  if (!body->is_object()) return fail({400, "expected a JSON object such as {\"model\": \"m\", \"prompt\": \"text\"}"});
+  const auto prompt = body->find("prompt");
+  if (prompt == body->end() || !prompt->is_string())
+    return fail({400, "prompt: expected the text to embed, a string (/api/embed takes lists and images)"});
+  if (prompt->get<std::string>().empty()) return send_json(res, 200, json{{"embedding", json::array()}});
+  json as_embed{{"input", *prompt}};
+  for (const char* key : {"model", "truncate"})
+    if (auto it = body->find(key); it != body->end()) as_embed[key] = *it;
+  auto parsed = parse_ollama_embed_request(as_embed);
+  if (!parsed.ok()) return fail({400, parsed.status().message()});
+  std::vector<std::vector<float>> vectors;
+  PassResults results;
+  if (auto e = embed(ctx, req, *parsed, deadline, vectors, results)) return fail(*e);
+  send_json(res, 200, json{{"embedding", vectors.at(0)}});
 }
 
 void rerank(ApiContext& ctx, const http::Request& req, http::Response& res) {
@@ -288,6 +319,7 @@ void add_retrieval_routes(http::Router& routes, ApiContext& ctx) {
   for (const char* path : {"/v1/embeddings", "/embeddings"})
     routes.post(path, [&ctx](const http::Request& req, http::Response& res) { openai_embeddings(ctx, req, res); });
   routes.post("/api/embed", [&ctx](const http::Request& req, http::Response& res) { ollama_embed(ctx, req, res); });
+  routes.post("/api/embeddings", [&ctx](const http::Request& req, http::Response& res) { ollama_embeddings(ctx, req, res); });
   for (const char* path : {"/v1/rerank", "/rerank", "/v1/reranking", "/reranking"})
     routes.post(path, [&ctx](const http::Request& req, http::Response& res) { rerank(ctx, req, res); });
 }

@@ -3,6 +3,8 @@
 
 #include "server/api.h"
 
+#include <limits>
+
 namespace qvl::server {
 
 namespace {
@@ -82,9 +84,11 @@ Result<CompletionRequest> parse_completion(const json& body, const GenerateOptio
     return Status::Error("prompt: a streamed request takes one prompt, got " + std::to_string(r.prompts.size()) +
                          "; send them one per request or set stream to false");
   QVL_RETURN_IF_ERROR(read_bool(body, "echo", r.echo));
-  int64_t lp = -1;
+  constexpr int64_t kUnset = std::numeric_limits<int64_t>::min();  // not -1: a client's -1 is refused
+  int64_t lp = kUnset;
   QVL_RETURN_IF_ERROR(read_int(body, "logprobs", lp));
-  if (lp != -1 && (lp < 0 || lp > kMaxTopLogprobs))
+  if (lp == kUnset) lp = -1;  // off
+  else if (lp < 0 || lp > kMaxTopLogprobs)
     return Status::Error("logprobs: expected 0 to " + std::to_string(kMaxTopLogprobs) + " (alternatives per token), got " +
                          std::to_string(lp));
   r.logprobs = static_cast<int>(lp);

@@ -29,7 +29,7 @@ Status parse_options(const json& body, OllamaRequest& r) {
   if (o.contains("seed") && !o["seed"].is_null()) {
     int64_t seed = 0;
     QVL_RETURN_IF_ERROR(read_int(o, "seed", seed, "options"));
-    sp.seed = static_cast<uint64_t>(seed);
+    if (seed != -1) sp.seed = static_cast<uint64_t>(seed);  // -1: Ollama's default, a random seed (kept from parse_common)
   }
   int64_t num_predict = -1;
   QVL_RETURN_IF_ERROR(read_int(o, "num_predict", num_predict, "options"));
@@ -67,9 +67,6 @@ Status parse_common(const json& body, OllamaRequest& r) {
     } else {
       return Status::Error("format: expected \"json\" or a JSON schema object, got " + f->dump());
     }
-  }
-  if (auto t = body.find("think"); t != body.end() && !t->is_null() && !(t->is_boolean() && !t->get<bool>())) {
-    return Status::Error("think: this model (Qwen3-VL Instruct) does not support thinking; leave it out");
   }
   QVL_RETURN_IF_ERROR(read_logprobs(body, "logprobs", "top_logprobs", r.options.logprobs));
   r.logprobs = r.options.logprobs >= 0;

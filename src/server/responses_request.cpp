@@ -229,9 +229,11 @@ Result<ResponsesRequest> parse_responses(const json& body, const json& history, 
   for (const char* key : {"conversation", "prompt"})
     if (auto it = body.find(key); it != body.end() && !it->is_null())
       return Status::Error(std::string(key) + ": not supported; continue a conversation with previous_response_id");
+  json repeated = json::object();  // accepted, changing nothing, and repeated in the response
   for (const char* key : {"user", "safety_identifier", "prompt_cache_key", "service_tier"}) {
-    std::string ignored;
-    QVL_RETURN_IF_ERROR(read_string(body, key, ignored));
+    std::string value;
+    QVL_RETURN_IF_ERROR(read_string(body, key, value));
+    if (body.contains(key) && !body[key].is_null()) repeated[key] = value;
   }
   std::string truncation = "disabled";
   QVL_RETURN_IF_ERROR(read_string(body, "truncation", truncation));
@@ -246,10 +248,13 @@ Result<ResponsesRequest> parse_responses(const json& body, const json& history, 
   if (auto rs = body.find("reasoning"); rs != body.end() && !rs->is_null()) {
     // Accepted for clients that always send it; a Thinking model reasons as its template says.
     if (!rs->is_object()) return Status::Error("reasoning: expected an object such as {\"effort\": \"medium\"}");
-    std::string effort;
+    std::string effort, summary;
     QVL_RETURN_IF_ERROR(read_string(*rs, "effort", effort, "reasoning"));
     if (!effort.empty() && effort != "none" && effort != "minimal" && effort != "low" && effort != "medium" && effort != "high")
       return Status::Error("reasoning.effort: expected none, minimal, low, medium or high, got '" + clip(effort) + "'");
+    QVL_RETURN_IF_ERROR(read_string(*rs, "summary", summary, "reasoning"));
+    repeated["reasoning"] = json{{"effort", effort.empty() ? json(nullptr) : json(effort)},
+                                 {"summary", summary.empty() ? json(nullptr) : json(summary)}};
   }
   if (auto inc = body.find("include"); inc != body.end() && !inc->is_null()) {
     if (!inc->is_array()) return Status::Error("include: expected a list of strings");
@@ -353,6 +358,7 @@ Result<ResponsesRequest> parse_responses(const json& body, const json& history, 
                 {"text", body.contains("text") && !body["text"].is_null() ? body["text"] : json{{"format", json{{"type", "text"}}}}},
                 {"top_logprobs", top_logprobs},
                 {"truncation", truncation}};
+  for (auto& [k, v] : repeated.items()) r.echo[k] = v;
   return r;
 }
 

@@ -43,7 +43,9 @@ std::string endpoint_label(const std::string& path) {
   static const char* const kRoutes[] = {"/health", "/livez", "/readyz", "/metrics", "/v1/models", "/v1/chat/completions", "/api/chat",
                                         "/api/generate", "/api/tags", "/api/ps", "/api/version", "/api/show",
                                         "/v1/vision/completion", "/chat", "/v1/completions", "/tokenize",
-                                        "/detokenize", "/apply-template", "/v1/responses", "/api/pull"};
+                                        "/detokenize", "/apply-template", "/v1/responses", "/api/pull",
+                                        "/v1/embeddings", "/api/embed", "/api/embeddings", "/v1/rerank",
+                                        "/v1/documents/pages"};
   for (const char* r : kRoutes) {
     if (path == r) return r;
   }
@@ -55,12 +57,6 @@ std::string endpoint_label(const std::string& path) {
 
 // The probes: public (no API key), answered on the I/O thread, not in the access log.
 bool is_probe(const std::string& path) { return path == "/health" || path == "/livez" || path == "/readyz"; }
-
-bool is_post_route(const std::string& path) {
-  return path == "/v1/chat/completions" || path == "/api/chat" || path == "/api/generate" || path == "/api/show" ||
-         path == "/v1/vision/completion" || path == "/chat" || path == "/v1/completions" || path == "/tokenize" ||
-         path == "/detokenize" || path == "/apply-template" || path == "/v1/responses" || path == "/api/pull";
-}
 
 std::string lower(std::string s) {
   for (char& c : s) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
@@ -417,10 +413,10 @@ void Server::Impl::handle(http::Request& req, http::Response& res) {
       res.set_header("Referrer-Policy", "no-referrer");
       return;
     }
-    if (is_post_route(req.path)) {
-      res.set_header("Allow", "POST");
-      return send_error(res, family_of(req.path), {405, req.path + " takes POST, not GET"});
-    }
+  }
+  if (std::string allow = find_asset(req.path) ? "GET, HEAD" : router.methods(req.path); !allow.empty()) {
+    res.set_header("Allow", allow);
+    return send_error(res, family_of(req.path), {405, req.path + " takes " + allow + ", not " + req.method});
   }
   send_error(res, family_of(req.path),
              {404, "no endpoint " + req.method + " " + req.path + "; see docs/API.md for the endpoints"});

@@ -25,8 +25,10 @@ def test_plain_text(client, server):
     assert 1 <= r.usage.output_tokens <= 8
     assert r.usage.total_tokens == r.usage.input_tokens + r.usage.output_tokens
     assert r.usage.input_tokens_details.cached_tokens >= 0
-    if r.status == "incomplete":
-        assert r.incomplete_details.reason == "max_output_tokens"
+    if r.status == "incomplete":  # the message item says so too
+        assert r.incomplete_details.reason == "max_output_tokens" and r.output[0].status == "incomplete"
+    else:
+        assert r.output[0].status == "completed"
     # The same question as a chat completion: the same prompt, the same greedy answer.
     c = client.chat.completions.create(model=server.model, messages=[{"role": "user", "content": "Say hello."}],
                                        max_tokens=8, temperature=0)
@@ -145,6 +147,17 @@ def test_logprobs_are_included_when_asked(client, server):
     assert [t.token for t in streamed] == [t.token for t in lps]
     plain = client.responses.create(model=server.model, input="Count.", max_output_tokens=6, temperature=0)
     assert not plain.output[0].content[0].logprobs
+
+
+def test_fields_that_change_nothing_are_repeated(client, server):
+    r = client.responses.create(model=server.model, input="Hi", max_output_tokens=2, user="u1", service_tier="default",
+                                reasoning={"effort": "low"},
+                                extra_body={"safety_identifier": "s1", "prompt_cache_key": "k1"})
+    got = r.model_dump()
+    assert (got["user"], got["service_tier"], got["safety_identifier"], got["prompt_cache_key"]) == ("u1", "default", "s1", "k1")
+    assert got["reasoning"]["effort"] == "low"
+    plain = client.responses.create(model=server.model, input="Hi", max_output_tokens=2).model_dump()
+    assert plain["user"] is None and plain["reasoning"]["effort"] is None
 
 
 def test_unknown_or_unstored_ids_are_404(client, server):

@@ -366,3 +366,7 @@ def test_run_and_embed_refuse_the_wrong_kind(embedding_dir):
     run = subprocess.run([str(_binary()), "embed", "--model", str(embedding_dir)], capture_output=True, text=True,
                          timeout=scaled(60))
     assert run.returncode != 0 and "nothing to embed" in run.stderr, run.stderr
+    for bad in ("0", "-1", str(HIDDEN + 1)):  # 1 to the hidden size, as the API takes
+        run = subprocess.run([str(_binary()), "embed", "--model", str(embedding_dir), "--dimensions", bad, "hi"],
+                             capture_output=True, text=True, timeout=scaled(120))
+        assert run.returncode == 2 and f"--dimensions {bad}: expected 1 to {HIDDEN}" in run.stderr, run.stderr

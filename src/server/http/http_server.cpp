@@ -352,10 +352,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void fill_request() {
     const auto& m = parser_->get();
     req_ = std::make_shared<Request>();
+    bad_path_ = false;
     req_->method = std::string(m.method_string());
     req_->target = std::string(m.target());
     const size_t q = req_->target.find('?');
-    req_->path = req_->target.substr(0, q);
+    const std::string_view raw_path = std::string_view(req_->target).substr(0, std::min(q, req_->target.size()));
+    if (!decode_path(raw_path, req_->path)) {
+      bad_path_ = true;  // refused in on_header, with the request filled in for the log
+      req_->path = std::string(raw_path);
+    }
     if (q != std::string::npos) req_->query = req_->target.substr(q + 1);
     for (const auto& f : m) req_->headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
     req_->remote_addr = remote_;
@@ -401,6 +406,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (req.headers.size() > kMaxHeaderFields) {
       return fail(431, "the request has " + std::to_string(req.headers.size()) + " header fields, over the limit of " +
                            std::to_string(kMaxHeaderFields));
+    }
+    if (bad_path_) {
+      return fail(400, "malformed HTTP request: the path has a '%' that is not two hex digits, or an escape that "
+                       "decodes to a control character or to bytes that are not UTF-8: '" + req.target.substr(0, 80) + "'");
     }
     if (req.path.empty() || (req.path[0] != '/' && !(req.method == "OPTIONS" && req.path == "*"))) {
       return fail(400, "malformed HTTP request: the target must be a path starting with '/', got '" +
@@ -635,6 +644,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool counted_ = false;       // this request is in `active`
   bool counted_conn_ = false;  // this connection is in `connections`
   bool probe_only_ = false;    // past the limit: in `probe_connections`, one probe answered
+  bool bad_path_ = false;      // this request's path did not decode (decode_path)
   bool counted_client_ = false;  // in `clients[remote_]`
 };
 

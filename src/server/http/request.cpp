@@ -1,6 +1,8 @@
 // The plain HTTP request and response: header lookup and the peer-liveness check routes use.
 #include "server/http/request.h"
 
+#include "tokenizer/unicode.h"
+
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -32,6 +34,29 @@ std::string header_value(const Headers& headers, std::string_view name) {
     if (iequals(k, name)) return v;
   }
   return "";
+}
+
+bool decode_path(std::string_view raw, std::string& out) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  out.clear();
+  out.reserve(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] != '%') {
+      out += raw[i];
+      continue;
+    }
+    if (i + 2 >= raw.size() || hex(raw[i + 1]) < 0 || hex(raw[i + 2]) < 0) return false;
+    const int byte = hex(raw[i + 1]) * 16 + hex(raw[i + 2]);
+    if (byte < 0x20 || byte == 0x7F) return false;
+    out += static_cast<char>(byte);
+    i += 2;
+  }
+  return unicode::is_valid_utf8(out);
 }
 
 bool Request::has_header(std::string_view name) const {

@@ -23,6 +23,12 @@ std::string lower_trimmed(std::string_view s);
 // The value of the first header named `name` (any case), or "".
 std::string header_value(const Headers& headers, std::string_view name);
 
+// A request target's path with its %XX escapes decoded (RFC 3986 2.1; "%2F" becomes '/', as clients escape the
+// slash of an id such as Qwen/Qwen3-VL-2B-Instruct in /v1/models/{id}). False on a '%' not followed by two hex
+// digits, or an escape that decodes to a control character (NUL included) or to a byte over 0x7F that is not part
+// of UTF-8: such a path names no endpoint and would only reach the logs.
+bool decode_path(std::string_view raw, std::string& out);
+
 // What a connection shares with the requests it carries: its socket and whether it has been closed.
 struct PeerState {
   int fd = -1;
@@ -45,7 +51,7 @@ class PeerWatch {
 struct Request {
   std::string method;      // "GET", "POST", ...
   std::string target;      // as sent: path and query
-  std::string path;        // the target up to '?'
+  std::string path;        // the target up to '?', %XX decoded (decode_path)
   std::string query;       // after '?', undecoded
   Headers headers;
   std::string body;        // after Content-Encoding was undone

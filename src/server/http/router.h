@@ -18,6 +18,22 @@ class Router {
   // GET of `prefix` followed by at least one character; the rest is given as Request::path_param.
   void get_prefix(std::string prefix, Handler h) { routes_.push_back({"GET", std::move(prefix), true, std::move(h)}); }
 
+  // The methods some route takes at `path` ("GET, HEAD" for GET routes), comma-separated for an Allow header;
+  // empty when no route has the path. For a 405 after dispatch() found none for the request's method.
+  std::string methods(const std::string& path) const {
+    std::string allow;
+    for (const char* m : {"GET", "POST"}) {
+      bool any = false;
+      for (const Route& r : routes_)
+        any = any || (r.method == m && (r.prefix ? path.size() > r.path.size() && path.compare(0, r.path.size(), r.path) == 0
+                                                 : path == r.path));
+      if (!any) continue;
+      allow += allow.empty() ? "" : ", ";
+      allow += std::string(m) == "GET" ? "GET, HEAD" : m;
+    }
+    return allow;
+  }
+
   // Runs the route for the request (HEAD as GET) and returns true, or returns false when none matches.
   bool dispatch(Request& req, Response& res) const {
     const std::string& method = req.method == "HEAD" ? std::string("GET") : req.method;
