@@ -194,6 +194,17 @@ TEST_F(LoneBinary, RunsAGgufPairAndATextGgufWithAndWithoutMmproj) {
   Ran bench = run(qvl_, {"bench", "-m", alone_, "--mmproj", mmproj_, "-p", "hi", "-n", "2", "--runs", "1", "-t", "1"},
                   root_->path);
   EXPECT_EQ(bench.code, 0) << bench.err;
+  // tokenize and preprocess read a GGUF's tokenizer and processor settings as run does (nothing beside the file
+  // here: its metadata and the family's built-in files), and agree with the checkpoint it was made from.
+  for (const std::string& gguf : {text_, alone_}) {
+    Ran ids = run(qvl_, {"tokenize", "-m", gguf, "--json", "Hello, world"}, root_->path);
+    EXPECT_EQ(ids.code, 0) << ids.err;
+    Ran want = run(qvl_, {"tokenize", "-m", qvl::test::model_files_dir(), "--json", "Hello, world"}, root_->path);
+    EXPECT_EQ(ids.out, want.out) << ids.err;
+  }
+  Ran pre = run(qvl_, {"preprocess", "-m", text_, "-i", image}, root_->path);
+  EXPECT_EQ(pre.code, 0) << pre.err;
+  EXPECT_TRUE(contains(pre.out, "grid_thw")) << pre.out;
 }
 
 // `qvl serve` takes what `qvl run` takes: the .gguf file, the folder holding the pair, --mmproj, and a text
@@ -251,6 +262,7 @@ TEST_F(LoneBinary, ServesGgufFilesFoldersAndTextOnly) {
     EXPECT_TRUE(contains(metrics, "text_weights=\"" + info["text_weights"].get<std::string>() + "\"")) << metrics;
     const bool lists_vision = contains(show["capabilities"].dump(), "\"vision\"");
     EXPECT_EQ(lists_vision, k.vision);
+    EXPECT_EQ(models["data"][0]["input_modalities"], k.vision ? json::array({"text", "image"}) : json::array({"text"}));
 
     server.signal(SIGTERM);
     EXPECT_EQ(server.wait(), 0) << server.err();

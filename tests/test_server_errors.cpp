@@ -272,6 +272,29 @@ TEST_F(ServerErrors, SamplingEdgesAreTakenOrRefusedNeverIgnored) {
   EXPECT_EQ(post("/v1/chat/completions", json{{"messages", msgs}, {"max_tokens", 2}, {"logit_bias", json::object()}}).status, 200);
 }
 
+// An image part without its image, and tools that are not OpenAI functions, get a 400 naming what is wrong.
+TEST_F(ServerErrors, PartsAndToolsAreCheckedForWhatTheyAre) {
+  start();
+  auto contains = [](const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; };
+  auto ask = [&](const json& content, const json& tools = nullptr) {
+    json body{{"messages", json::array({json{{"role", "user"}, {"content", content}}})}, {"max_tokens", 2}};
+    if (!tools.is_null()) body["tools"] = tools;
+    return post("/v1/chat/completions", body);
+  };
+  const Reply no_image = ask(json::array({json{{"type", "image_url"}}, json{{"type", "text"}, {"text", "hi"}}}));
+  EXPECT_EQ(no_image.status, 400);
+  EXPECT_FALSE(contains(no_image.body, "is not supported")) << no_image.body;
+  EXPECT_TRUE(contains(no_image.body, "messages[0].content[0]")) << no_image.body;
+  const json fn{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "object"}}}}}};
+  EXPECT_EQ(ask("hi", json::array({fn})).status, 200);
+  const Reply interp = ask("hi", json::array({fn, json{{"type", "code_interpreter"}}}));
+  EXPECT_EQ(interp.status, 400);
+  EXPECT_TRUE(contains(interp.body, "tools[1].type")) << interp.body;
+  const Reply bare = ask("hi", json::array({json{{"type", "function"}}}));
+  EXPECT_EQ(bare.status, 400);
+  EXPECT_TRUE(contains(bare.body, "tools[0].function")) << bare.body;
+}
+
 TEST(ServerBase64, RoundTripAndErrors) {
   for (std::string s : {"", "a", "ab", "abc", "abcd", "hello world!"}) {
     std::string enc = server::base64_encode(reinterpret_cast<const uint8_t*>(s.data()), s.size());

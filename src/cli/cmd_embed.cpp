@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -123,7 +124,10 @@ int cmd_embed(const Args& args) {
   int64_t min_pixels = -1, max_pixels = -1;
   add_model_option(cli, model_dir, ModelSpec::kDirectoryOrHubId)->required();
   cli.add_option("text", texts, "texts to embed, each an input of its own")->type_name("TEXT");
-  cli.add_option("--image", image_paths, "an image file to embed, an input of its own (repeatable)")->type_name("FILE");
+  // One FILE each time (repeat --image for more): a text after it stays a text.
+  cli.add_option("--image", image_paths, "an image file to embed, an input of its own (repeatable)")
+      ->type_name("FILE")
+      ->allow_extra_args(false);
   cli.add_option("--images-dir", images_dir, "embed every image file in DIR (sorted by name), each an input")
       ->type_name("DIR");
   cli.add_option("--input-file", input_file, "a JSONL file: each line a text, or {\"text\", \"image\", \"video\", "
@@ -156,7 +160,7 @@ int cmd_embed(const Args& args) {
   // The inputs, read and checked before the model loads.
   std::vector<InputSpec> specs;
   for (size_t i = 0; i < texts.size(); ++i) specs.push_back({{texts[i]}, {}, {}, "", "text argument " + std::to_string(i + 1)});
-  for (const std::string& p : image_paths) specs.push_back({{}, {p}, {}, "", p});
+  for (const std::string& p : image_paths) specs.push_back({{}, {p}, {}, "", "--image"});
   if (!images_dir.empty()) {
     std::error_code ec;
     std::vector<fs::path> files;
@@ -164,7 +168,7 @@ int cmd_embed(const Args& args) {
       if (e.is_regular_file() && is_image_name(e.path())) files.push_back(e.path());
     if (ec) return fail(cmd, images_dir + ": cannot list the directory: " + ec.message());
     std::sort(files.begin(), files.end());
-    for (const fs::path& f : files) specs.push_back({{}, {f.string()}, {}, "", f.string()});
+    for (const fs::path& f : files) specs.push_back({{}, {f.string()}, {}, "", "--images-dir"});
   }
   if (!input_file.empty()) {
     std::ifstream in(input_file);
@@ -183,6 +187,15 @@ int cmd_embed(const Args& args) {
     for (const auto* list : {&s.images, &s.videos})
       for (const std::string& f : *list)
         if (!fs::is_regular_file(f)) return fail(cmd, s.where + ": " + f + ": no such file");
+    // An image's format from its first bytes, so that a stray file fails now, not after the model has loaded.
+    for (const std::string& f : s.images) {
+      std::ifstream in(f, std::ios::binary);
+      std::vector<uint8_t> head(64);
+      in.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(head.size()));
+      head.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+      if (detect_image_format(head) == ImageFormat::kUnknown)
+        return fail(cmd, s.where + ": " + f + ": not an image qvl reads (JPEG, PNG, WebP, GIF, BMP, ICO, Netpbm or TIFF)");
+    }
   }
   const bool npy = output.size() > 4 && output.compare(output.size() - 4, 4, ".npy") == 0;
 

@@ -2,12 +2,15 @@
 // the model sees an image (resized size, grid, token count) and can write its pixel_values.
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 
 #include "cli/model_arg.h"
 #include "cli/options.h"
 #include "io/image.h"
 #include "io/npy.h"
+#include "model/gguf_checkpoint.h"
 #include "model/image_processor.h"
+#include "model/model.h"
 
 namespace qvl::cli {
 
@@ -31,7 +34,12 @@ int cmd_preprocess(const Args& args) {
   }
 
   const std::string& cmd = cli.command();
-  auto config = ImageProcessorConfig::load(model);
+  // A GGUF's processor settings are the files beside it or the family's (model/model.cpp): loaded as run loads it.
+  auto config = [&]() -> Result<ImageProcessorConfig> {
+    if (!is_gguf_model(model)) return ImageProcessorConfig::load(model);
+    QVL_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, Model::load(model));
+    return m->image_config();
+  }();
   if (!config.ok()) return fail(cmd, config.status().message());
   // --max-pixels alone bounds the model's min_pixels, as run and the server do (engine/generate.cpp).
   if (opts.min_pixels <= 0 && opts.max_pixels > 0) opts.min_pixels = std::min(config->min_pixels, opts.max_pixels);

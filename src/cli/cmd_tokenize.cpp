@@ -2,13 +2,17 @@
 // line of a file or of standard input, or of a whole conversation as the chat template renders it (what
 // the model is given; `--prompt` shows the rendered text too).
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/model_arg.h"
 #include "cli/options.h"
+#include "model/gguf_checkpoint.h"
 #include "model/model.h"
 #include "chat/chat_format.h"
 #include "chat/chat_json.h"
@@ -98,10 +102,24 @@ int cmd_tokenize(const Args& args) {
     model = *dir;
   }
 
-  auto tok = Tokenizer::load(model);
-  if (!tok.ok()) return fail(cmd, tok.status().message());
+  if (!file.empty() && file != "-" && std::filesystem::is_directory(file))
+    return fail(cmd, "--file " + file + ": is a directory; expected a text file, one input a line");
+  // A GGUF's tokenizer and chat template are in its metadata (or beside it): the model is loaded as run loads it.
+  std::unique_ptr<Model> gguf;
+  if (is_gguf_model(model)) {
+    auto loaded = Model::load(model);
+    if (!loaded.ok()) return fail(cmd, loaded.status().message());
+    gguf = std::move(*loaded);
+  }
+  std::optional<Tokenizer> own;
+  const Tokenizer* tok = gguf ? &gguf->tokenizer() : nullptr;
+  if (!tok) {
+    auto loaded = Tokenizer::load(model);
+    if (!loaded.ok()) return fail(cmd, loaded.status().message());
+    tok = &own.emplace(std::move(*loaded));
+  }
   if (!chat.empty()) {
-    auto kind = read_chat_template_kind(model);
+    auto kind = gguf ? Result<ChatTemplateKind>(gguf->chat_template()) : read_chat_template_kind(model);
     if (!kind.ok()) return fail(cmd, kind.status().message());
     return tokenize_chat(cmd, *tok, *kind, chat, json, prompt, !no_generation_prompt);
   }

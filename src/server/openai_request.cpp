@@ -152,7 +152,7 @@ Status collect_images(const json& messages, ChatCompletionRequest& out) {
                                "template shows " + shows + " in user and tool messages only); it was dropped");
       };
       // The same test, in the same order, as the chat template (and chat_messages_from_json).
-      if (type == "image" || part.contains("image") || part.contains("image_url")) {
+      if (type == "image" || type == "image_url" || part.contains("image") || part.contains("image_url")) {
         if (!shown) {
           dropped("an image", "images");
           continue;
@@ -213,6 +213,18 @@ Result<ChatCompletionRequest> parse_chat_completion(const json& body, const Gene
   QVL_RETURN_IF_ERROR(collect_images(*msgs, r));
   if (auto tools = body.find("tools"); tools != body.end()) {
     QVL_ASSIGN_OR_RETURN(r.options.chat.tools, chat_tools_from_json(*tools));
+    // OpenAI's shape only: a tool the template would paste in raw, or a call the model could never name, is refused.
+    for (size_t i = 0; i < r.options.chat.tools.size(); ++i) {
+      const json& t = r.options.chat.tools[i];
+      const std::string where = "tools[" + std::to_string(i) + "]";
+      if (type_of(t) != "function")
+        return Status::Error(where + ".type: expected \"function\" (the only tool type a chat completion runs), got " +
+                             (t.contains("type") ? t["type"].dump().substr(0, 40) : std::string("none")));
+      const auto f = t.find("function");
+      if (f == t.end() || !f->is_object() || !f->contains("name") || !(*f)["name"].is_string() ||
+          (*f)["name"].get<std::string>().empty())
+        return Status::Error(where + ".function: expected an object with a \"name\" (and \"parameters\", a JSON schema)");
+    }
   }
   bool parallel = true;
   QVL_RETURN_IF_ERROR(read_bool(body, "parallel_tool_calls", parallel));  // accepted; calls come as the model writes them

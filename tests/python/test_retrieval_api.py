@@ -370,3 +370,18 @@ def test_run_and_embed_refuse_the_wrong_kind(embedding_dir):
         run = subprocess.run([str(_binary()), "embed", "--model", str(embedding_dir), "--dimensions", bad, "hi"],
                              capture_output=True, text=True, timeout=scaled(120))
         assert run.returncode == 2 and f"--dimensions {bad}: expected 1 to {HIDDEN}" in run.stderr, run.stderr
+
+
+def test_embed_checks_images_before_the_model_loads(embedding_dir, tmp_path):
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    (folder / "a.png").write_bytes((ROOT / "tests" / "data" / "images" / "png_rgb8_256x256.png").read_bytes())
+    (folder / "b.jpg").write_text("a text file with an image's name")
+    run = subprocess.run([str(_binary()), "embed", "--model", str(embedding_dir), "--images-dir", str(folder)],
+                         capture_output=True, text=True, timeout=scaled(60))
+    assert run.returncode == 2 and "not an image" in run.stderr and "loading" not in run.stderr, run.stderr
+    assert run.stderr.count(str(folder / "b.jpg")) == 1, run.stderr  # the path once, not twice
+    # A text after --image FILE is a text of its own: two inputs.
+    run = subprocess.run([str(_binary()), "embed", "--model", str(embedding_dir), "--image", str(folder / "a.png"), "hi",
+                          "--threads", "1"], capture_output=True, text=True, timeout=scaled(120))
+    assert run.returncode == 0 and len(run.stdout.splitlines()) == 2, run.stderr
