@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <string>
@@ -127,8 +128,31 @@ TEST(CliChat, TurnsImagesClearAndCtrlCStopsOnlyTheAnswer) {
   c.write_line("/clear");
   ASSERT_TRUE(c.wait_for([&] { return c.stderr_text.find("(conversation cleared)") != std::string::npos; }, 10)) << c.stderr_text;
   EXPECT_NE(c.stderr_text.find("/nonexistent.png"), std::string::npos) << c.stderr_text;
+  c.write_line("/images");  // not /image with a path "s"
   c.write_line("/bye");
-  EXPECT_EQ(c.finish(20), 0) << c.stderr_text;
+  // From a pipe, a chat in which something failed exits 1 and says how much (a script sees it).
+  EXPECT_EQ(c.finish(20), 1) << c.stderr_text;
+  EXPECT_NE(c.stderr_text.find("unknown command /images"), std::string::npos) << c.stderr_text;
+  EXPECT_NE(c.stderr_text.find("2 turns or commands of the input failed"), std::string::npos) << c.stderr_text;
+}
+
+// Piped input that all works exits 0; input that ends inside a """ block says its text was not sent, and exits 1.
+TEST(CliChat, PipedInputSaysWhatWasNotSent) {
+  const std::string dir = test::tiny_model_dir();
+  {
+    Child c({"chat", "--model", dir, "-n", "2", "--temp", "0", "--threads", "1"});
+    c.write_line("Hi");
+    c.write_line("\"\"\"Two");
+    c.write_line("lines\"\"\"");
+    EXPECT_EQ(c.finish(60), 0) << c.stderr_text;
+    EXPECT_EQ(std::count(c.stdout_text.begin(), c.stdout_text.end(), '\n'), 2) << c.stdout_text;  // two answers
+  }
+  Child c({"chat", "--model", dir, "-n", "2", "--temp", "0", "--threads", "1"});
+  c.write_line("Hi");
+  c.write_line("\"\"\"never");
+  c.write_line("closed");
+  EXPECT_EQ(c.finish(60), 1) << c.stderr_text;
+  EXPECT_NE(c.stderr_text.find("ended inside a \"\"\" block"), std::string::npos) << c.stderr_text;
 }
 
 // /video attaches a clip (its frames sampled and sized as the model's video processor does) to the next turn;
@@ -146,7 +170,7 @@ TEST(CliChat, VideoAttachesAClip) {
   ASSERT_TRUE(c.wait_for([&] { return c.stdout_text.find('\n') != std::string::npos; }, 30)) << c.stderr_text;
   c.write_line("/video " + test::data_dir() + "/images/png_rgba8_33x17.png");
   c.write_line("/bye");
-  EXPECT_EQ(c.finish(20), 0) << c.stderr_text;
+  EXPECT_EQ(c.finish(20), 1) << c.stderr_text;  // the refused clip: a piped chat with a failure exits 1
   EXPECT_NE(c.stderr_text.find("png_rgba8_33x17.png: "), std::string::npos) << c.stderr_text;
 }
 

@@ -169,6 +169,7 @@ int cmd_chat(const Args& args) {
   reset();
 
   std::string line;
+  int failed = 0;  // turns and commands that failed: a script's chat exits 1 when any did
   for (;;) {
     g_interrupted.store(false);
     const std::string prompt = !interactive ? "" : pending.empty() && pending_videos.empty() ? ">>> " : ">>> (attached) ";
@@ -197,7 +198,7 @@ int cmd_chat(const Args& args) {
       std::fputs("(conversation cleared)\n", stderr);
       continue;
     }
-    if (text.rfind("/image", 0) == 0) {
+    if (text == "/image" || text.rfind("/image ", 0) == 0) {  // not /images: that is an unknown command
       const std::string path = trim(text.substr(6));
       if (path.empty()) {
         std::fputs("usage: /image PATH\n", stderr);
@@ -205,6 +206,7 @@ int cmd_chat(const Args& args) {
       }
       auto img = load_image_file(path, decode);
       if (!img.ok()) {
+        ++failed;
         std::fprintf(stderr, "%s\n", img.status().message().c_str());
         continue;
       }
@@ -230,10 +232,13 @@ int cmd_chat(const Args& args) {
       }
       auto doc = open_document_file(path, pages, documents.options);
       Status s = doc.ok() ? attach_document(*doc) : doc.status();
-      if (!s.ok()) std::fprintf(stderr, "%s\n", s.message().c_str());
+      if (!s.ok()) {
+        ++failed;
+        std::fprintf(stderr, "%s\n", s.message().c_str());
+      }
       continue;
     }
-    if (text.rfind("/video", 0) == 0) {
+    if (text == "/video" || text.rfind("/video ", 0) == 0) {
       const std::string path = trim(text.substr(6));
       if (path.empty()) {
         std::fputs("usage: /video PATH\n", stderr);
@@ -241,6 +246,7 @@ int cmd_chat(const Args& args) {
       }
       auto bytes = read_file_bytes(path, uint64_t{8} << 30);
       if (!bytes.ok()) {
+        ++failed;
         std::fprintf(stderr, "%s\n", bytes.status().message().c_str());
         continue;
       }
@@ -248,6 +254,7 @@ int cmd_chat(const Args& args) {
       vo.max_tokens = opts.context;
       auto v = preprocess_video_file(*bytes, (*model)->video_config(), vo);
       if (!v.ok()) {
+        ++failed;
         std::fprintf(stderr, "%s: %s\n", path.c_str(), v.status().message().c_str());
         continue;
       }
@@ -257,6 +264,7 @@ int cmd_chat(const Args& args) {
       continue;
     }
     if (text[0] == '/') {
+      ++failed;
       std::fprintf(stderr, "unknown command %s; /help lists them\n", text.c_str());
       continue;
     }
@@ -279,6 +287,7 @@ int cmd_chat(const Args& args) {
     Status s = session.start(pool, messages, images, videos, opts, cb);
     if (!s.ok()) {  // a prompt over the context, a bad image: this turn is taken back
       editor.release_input();
+      ++failed;
       std::fprintf(stderr, "%s\n", s.message().c_str());
       messages.pop_back();
       images.resize(images.size() - attached);
@@ -308,6 +317,15 @@ int cmd_chat(const Args& args) {
     messages.push_back(answer);
   }
   if (interactive) std::fputs("\n", stdout);
+  if (editor.ended_in_block()) {
+    std::fputs("the input ended inside a \"\"\" block (no closing \"\"\"); its text was not sent\n", stderr);
+    ++failed;
+  }
+  if (failed > 0 && !interactive) {
+    std::fprintf(stderr, "qvl %s: %d turn%s or command%s of the input failed (above)\n", cmd.c_str(), failed,
+                 failed == 1 ? "" : "s", failed == 1 ? "" : "s");
+    return 1;
+  }
   return 0;
 }
 

@@ -79,7 +79,10 @@ LineEditor::Got LineEditor::read(const std::string& prompt, std::string& out) {
   bool closed = text.size() >= 3 && closes(text);
   while (!closed) {
     auto next = read_line("... ", interrupted);
-    if (!next) return interrupted ? Got::kInterrupted : Got::kEnd;
+    if (!next) {
+      ended_in_block_ = !interrupted;
+      return interrupted ? Got::kInterrupted : Got::kEnd;
+    }
     whole += "\n" + *next;
     std::string piece = *next;
     closed = closes(piece);

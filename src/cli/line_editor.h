@@ -24,6 +24,8 @@ class LineEditor {
   // One message: a line, or the lines between """ and """ (joined with newlines, the marks removed).
   // kInterrupted: Ctrl-C at the prompt; kEnd: Ctrl-D or the end of the input.
   Got read(const std::string& prompt, std::string& out);
+  // Whether the input ended inside a """ block (its text was not returned).
+  bool ended_in_block() const { return ended_in_block_; }
 
   // While an answer streams: what the user types is not echoed (it stays in the terminal's input and is read
   // at the next prompt); Ctrl-C still reaches the program. No-op unless interactive.
@@ -36,6 +38,7 @@ class LineEditor {
   bool interactive_;
   std::string history_file_;
   bool held_ = false;
+  bool ended_in_block_ = false;
   struct Saved;
   Saved* saved_ = nullptr;  // the terminal's settings while input is held
 };
