@@ -74,10 +74,15 @@ TEST(CliHelp, EveryConvertedCommandPrintsItsOptionsAndExitsZero) {
 TEST(CliParse, ServeReadsItsOptionsFromQvlEnvironmentVariables) {
   ::setenv("QVL_MAX_BODY", "5", 1);
   Ran r = qvl({"serve", "--demo"});
+  Ran line = qvl({"serve", "--demo", "--max-body", "7"});  // the command line wins, and its value is the one named
   ::unsetenv("QVL_MAX_BODY");
   EXPECT_EQ(r.code, 2);
-  EXPECT_TRUE(contains(r.err, "--max-body")) << r.err;
+  // The bad value came from the environment: the variable is named, then the option it sets.
+  EXPECT_TRUE(contains(r.err, "QVL_MAX_BODY (the environment, for --max-body)")) << r.err;
   EXPECT_TRUE(contains(r.err, "[1024")) << r.err;
+  EXPECT_EQ(line.code, 2);
+  EXPECT_TRUE(contains(line.err, "--max-body")) << line.err;
+  EXPECT_FALSE(contains(line.err, "QVL_MAX_BODY")) << line.err;
   Ran help = qvl({"serve", "--help"});
   EXPECT_TRUE(contains(help.out, "QVL_")) << help.out;
 }

@@ -190,6 +190,13 @@ TEST(GgufModel, KQuantMatricesAreBoundAsStored) {
   w.text = "q4_k_m";
   w.vision = "q8_0";
   const std::string out = (root / "q4_k_m").string();
+  // Into the model's own directory: refused before any file is written.
+  const size_t files_before = std::distance(std::filesystem::directory_iterator(o.out_dir), std::filesystem::directory_iterator());
+  auto own = write_gguf_model(**src, w, o.out_dir, "tiny");
+  ASSERT_FALSE(own.ok());
+  EXPECT_NE(own.status().message().find("the model's own directory"), std::string::npos) << own.status().message();
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(o.out_dir), std::filesystem::directory_iterator()),
+            static_cast<std::ptrdiff_t>(files_before));
   auto path = write_gguf_model(**src, w, out, "tiny");
   ASSERT_TRUE(path.ok()) << path.status().message();
   auto f = GgufFile::open(*path);

@@ -178,6 +178,17 @@ std::optional<int> CommandLine::parse_args(const Args& given) {
     }
     std::string what = e.what();
     if (what.rfind(": ", 0) == 0) what.erase(0, 2);  // a hidden alias's error, named by its check
+    // A bad value that came from the option's environment variable (qvl serve's QVL_*), not from the command
+    // line: the message names the variable, which is what the user has to fix.
+    if (const size_t colon = what.find(':'); what.rfind("--", 0) == 0 && colon != std::string::npos) {
+      const CLI::Option* opt = get_option_no_throw(what.substr(0, colon));
+      const bool on_line = opt && std::any_of(args.begin(), args.end(), [&](const std::string& a) {
+        const std::string name = a.substr(0, a.find('='));
+        return name.rfind("--", 0) == 0 ? opt->check_lname(name.substr(2)) : name.rfind("-", 0) == 0 && opt->check_sname(name.substr(1));
+      });
+      if (opt && !on_line && !opt->get_envname().empty() && std::getenv(opt->get_envname().c_str()))
+        what = opt->get_envname() + " (the environment, for " + what.substr(0, colon) + ")" + what.substr(colon);
+    }
     std::fprintf(stderr, "%s: %s%s\n", get_name().c_str(), what.c_str(), hint.c_str());
     return 2;
   }

@@ -134,6 +134,10 @@ Result<std::string> write_gguf_model(const Model& model, const GgufWriteTypes& t
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) return Status::Error(out_dir + ": cannot create: " + ec.message());
+  // Refused before anything is written: the model's files are copied beside the GGUF files, onto themselves here.
+  const fs::path own = fs::is_directory(model.dir(), ec) ? fs::path(model.dir()) : fs::path(model.dir()).parent_path();
+  if (fs::equivalent(out_dir, own.empty() ? fs::path(".") : own, ec))
+    return Status::Error(out_dir + ": is the model's own directory; choose another output directory");
 
   // --- The text model.
   GgufWriter text;
