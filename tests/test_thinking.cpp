@@ -38,6 +38,11 @@ TEST_F(ThinkingApi, ReasoningComesBackApartFromTheAnswer) {
   ASSERT_TRUE(m.contains("reasoning_content")) << a.body;
   EXPECT_FALSE(m["reasoning_content"].get<std::string>().empty()) << a.body;
   EXPECT_EQ(m["content"], "") << a.body;
+  // All of it reasoning: usage counts those tokens, as OpenAI's reasoning models do (12 generated; the reasoning
+  // re-encoded can differ by a token where the text splits differently).
+  const int reasoning_count = a.json_body()["usage"]["completion_tokens_details"]["reasoning_tokens"];
+  EXPECT_GE(reasoning_count, 10) << a.body;
+  EXPECT_LE(reasoning_count, a.json_body()["usage"]["completion_tokens"].get<int>()) << a.body;
   // The prompt ends with "<think>\n": two tokens more than the Instruct template's.
   const int thinking_prompt = a.json_body()["usage"]["prompt_tokens"];
 
@@ -150,7 +155,9 @@ TEST_F(ThinkingApi, InstructModelRefusesThink) {
             {"messages", json::array({json{{"role", "user"}, {"content", "Hi"}}})}};
   EXPECT_EQ(post("/api/chat", chat).status, 400);
   body["chat_template_kwargs"] = json{{"enable_thinking", false}};
-  EXPECT_EQ(post("/v1/chat/completions", body).status, 200);
+  const Reply instruct = post("/v1/chat/completions", body);
+  EXPECT_EQ(instruct.status, 200);
+  EXPECT_FALSE(instruct.json_body()["usage"].contains("completion_tokens_details")) << instruct.body;
   const Reply health = get("/health");
   EXPECT_EQ(health.json_body()["model_info"]["chat_template"], "instruct") << health.body;
   // The thinking prompt is the Instruct one plus "<think>\n" (2 tokens).

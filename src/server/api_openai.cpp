@@ -17,6 +17,13 @@ namespace qvl::server {
 
 namespace {
 
+// How many of a Thinking model's answer tokens were reasoning: its <think> part encoded again, as the Responses
+// API counts them (usage.completion_tokens_details.reasoning_tokens).
+int reasoning_tokens(const Tokenizer& tok, const std::string& text) {
+  const ReasoningSplit sp = split_reasoning(text);
+  return sp.reasoning.empty() ? 0 : static_cast<int>(tok.encode(sp.reasoning).size());
+}
+
 json chunk(const std::string& id, int64_t created, const std::string& model, json delta, json finish_reason,
            bool with_usage) {
   json choice{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", std::move(finish_reason)}};
@@ -93,7 +100,8 @@ void chat_completions(ApiContext& ctx, const http::Request& req, http::Response&
                 {"finish_reason", finish_reason_json(end.result.finish, called)}};
     json out{{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
              {"system_fingerprint", "qvl"}, {"choices", json::array({choice})},
-             {"usage", usage_json(end.result.timings)}, {"timings", timings_json(end)}};
+             {"usage", usage_json(end.result.timings, thinking ? reasoning_tokens(*tok, end.result.text) : -1)},
+             {"timings", timings_json(end)}};
     if (!r.warnings.empty()) out["warnings"] = r.warnings;
     return send_json(res, 200, out);
   }
@@ -149,7 +157,8 @@ void chat_completions(ApiContext& ctx, const http::Request& req, http::Response&
     std::string out = head + sse(last);
     if (usage) {
       json u{{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
-             {"system_fingerprint", "qvl"}, {"choices", json::array()}, {"usage", usage_json(end.result.timings)}};
+             {"system_fingerprint", "qvl"}, {"choices", json::array()},
+             {"usage", usage_json(end.result.timings, thinking ? reasoning_tokens(*tok, end.result.text) : -1)}};
       out += sse(u);
     }
     return out + "data: [DONE]\n\n";

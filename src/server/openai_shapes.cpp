@@ -1,6 +1,7 @@
 // What the OpenAI-family endpoints write alike: ids, times, usage, timings and server-sent events.
 #include "server/openai_shapes.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cerrno>
@@ -61,11 +62,14 @@ json timings_json(const JobUpdate& u) {
   return j;
 }
 
-json usage_json(const GenerateTimings& t) {
-  return json{{"prompt_tokens", t.prompt_tokens},
-              {"completion_tokens", t.generated_tokens},
-              {"total_tokens", t.prompt_tokens + t.generated_tokens},
-              {"prompt_tokens_details", json{{"cached_tokens", t.cached_tokens}}}};
+json usage_json(const GenerateTimings& t, int reasoning_tokens) {
+  json u{{"prompt_tokens", t.prompt_tokens},
+         {"completion_tokens", t.generated_tokens},
+         {"total_tokens", t.prompt_tokens + t.generated_tokens},
+         {"prompt_tokens_details", json{{"cached_tokens", t.cached_tokens}}}};
+  if (reasoning_tokens >= 0)
+    u["completion_tokens_details"] = json{{"reasoning_tokens", std::min(reasoning_tokens, t.generated_tokens)}};
+  return u;
 }
 
 std::string sse(const json& j) { return "data: " + dump_json(j) + "\n\n"; }

@@ -16,7 +16,8 @@ int64_t unix_now();
 // Per-request timings (llama.cpp's names where they exist). ttft_ms counts from the request's arrival.
 json timings_json(const JobUpdate& u);
 // Chat and legacy completions' usage: prompt, completion and total tokens, and the cached prompt tokens.
-json usage_json(const GenerateTimings& t);
+// `reasoning_tokens` >= 0 (a Thinking model's answer): completion_tokens_details.reasoning_tokens, as OpenAI reports.
+json usage_json(const GenerateTimings& t, int reasoning_tokens = -1);
 // One server-sent event: "data: JSON\n\n".
 std::string sse(const json& j);
 
