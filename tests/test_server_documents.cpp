@@ -245,8 +245,10 @@ TEST(CliDocuments, RunAndChatReadPdfPages) {
   const std::string cmd = std::string(QVL_BINARY) + " chat --model '" + dir + "' --file '" + pdf + "' --pages 1 --max-pixels 200704 " +
                           "-n 2 --temp 0 < '" + in.string() + "' > '" + (logs / "chat.out").string() + "' 2> '" +
                           (logs / "chat.err").string() + "'";
-  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  const int status = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;  // piped, with two failed commands: exit 1
   const std::string err = test::slurp(logs / "chat.err");
+  EXPECT_TRUE(test::contains(err, "2 turns or commands of the input failed")) << err;
   EXPECT_TRUE(test::contains(err, "(attached " + pdf + ": page 1 at")) << err;
   EXPECT_TRUE(test::contains(err, "(attached " + pdf + ": page 2 at")) << err;
   EXPECT_TRUE(test::contains(err, "the document has 3 pages")) << err;

@@ -586,6 +586,7 @@ def table(port):
 # The retrieval group: /v1/embeddings, /api/embed and /v1/rerank on servers of their own kind, and on the others
 
 RETRIEVAL_PATHS = {"/v1/embeddings": "embedding", "/embeddings": "embedding", "/api/embed": "embedding",
+                   "/api/embeddings": "embedding",
                    "/v1/rerank": "reranker", "/rerank": "reranker", "/v1/reranking": "reranker",
                    "/reranking": "reranker"}  # path -> the kind of model that serves it
 
@@ -632,9 +633,15 @@ def retrieval_table():
                   {"text": "a", "foo": 1}, {"text": "a", "__proto__": {"admin": True}}, {"text": "a", "": None},
                   ["a"] * 2049, [{"text": "a"}] * 2049, ["a"] * 100000, [{}] * 2049,
                   "word " * 150000, [{"image": "data:image/png;base64,!!!!"}, "word " * 100000]]
+    # Ollama's earlier endpoint: one text in "prompt", nothing else.
+    for value in [None, 5, True, 1.5, [], ["a"], {"text": "a"}, {"image": tiny}, "word " * 150000]:
+        add(f"/api/embeddings prompt {json.dumps(value)[:40]}", "/api/embeddings", {"model": "x", "prompt": value},
+            timeout=60)
     for path in ("/v1/embeddings", "/api/embed"):
         for value in bad_inputs:
-            add(f"{path} input {json.dumps(value)[:50]}", path, {"model": "x", "input": value}, timeout=60)
+            # Ollama answers an empty list with no vectors (its EmbedHandler); OpenAI's endpoint refuses it.
+            kind = ("valid",) if path == "/api/embed" and value == [] else ()
+            add(f"{path} input {json.dumps(value)[:50]}", path, {"model": "x", "input": value}, *kind, timeout=60)
         for depth in (60, 100000):  # inside the JSON depth limit (the parser reads it), and far past it
             add(f"{path} input nested {depth} lists", path, b'{"input":' + b"[" * depth + b'"a"' + b"]" * depth + b"}")
             add(f"{path} input nested {depth} objects", path,

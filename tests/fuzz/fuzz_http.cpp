@@ -1,7 +1,7 @@
 // Fuzz target: raw HTTP/1.1 requests as a client's bytes -> the checks http_server.cpp runs on them
 // (server/http/framing.h) around Beast's parser: raw_header_error on the header's bytes, Beast's header parse,
 // framing_error on the parsed fields, then the body through BodyReader as the server reads it
-// (chunk_framing_error on what the parser leaves after each batch). Nothing may throw out or abort (Beast's
+// (chunk_framing_error on what the parser leaves after each batch), and the path's %-decoding (decode_path). Nothing may throw out or abort (Beast's
 // assertions are live: the build has no NDEBUG); every refusal has a status the server sends and says why. The body is fed twice, whole and a byte at a time: a body taken
 // whole must be taken a byte at a time too, with the same bytes (the incremental checks never refuse a
 // request that arrives slowly).
@@ -97,6 +97,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto parser = parse_header(head);
   if (!parser) return 0;
 
+  // The target's path as the server decodes it: a decoded path has no control character, is UTF-8 and is never
+  // longer than what was sent; a path without '%' decodes to itself.
+  {
+    const std::string target(parser->get().target());
+    const std::string_view raw = std::string_view(target).substr(0, std::min(target.find('?'), target.size()));
+    std::string path;
+    if (http::decode_path(raw, path)) {
+      QVL_CHECK(path.size() <= raw.size());
+      QVL_CHECK(std::none_of(path.begin(), path.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; }));
+      if (raw.find('%') == std::string_view::npos) QVL_CHECK(path == raw);
+    }
+  }
   std::vector<std::pair<std::string, std::string>> headers;
   for (const auto& f : parser->get()) headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
   const std::string method(parser->get().method_string());

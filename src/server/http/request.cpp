@@ -47,6 +47,7 @@ bool decode_path(std::string_view raw, std::string& out) {
   out.reserve(raw.size());
   for (size_t i = 0; i < raw.size(); ++i) {
     if (raw[i] != '%') {
+      if (static_cast<unsigned char>(raw[i]) < 0x20 || raw[i] == 0x7F) return false;  // as sent, too
       out += raw[i];
       continue;
     }

@@ -25,8 +25,8 @@ std::string header_value(const Headers& headers, std::string_view name);
 
 // A request target's path with its %XX escapes decoded (RFC 3986 2.1; "%2F" becomes '/', as clients escape the
 // slash of an id such as Qwen/Qwen3-VL-2B-Instruct in /v1/models/{id}). False on a '%' not followed by two hex
-// digits, or an escape that decodes to a control character (NUL included) or to a byte over 0x7F that is not part
-// of UTF-8: such a path names no endpoint and would only reach the logs.
+// digits, a control character (NUL included, sent or escaped), or bytes that are not UTF-8: such a path names no
+// endpoint and would only reach the logs.
 bool decode_path(std::string_view raw, std::string& out);
 
 // What a connection shares with the requests it carries: its socket and whether it has been closed.
