@@ -77,9 +77,10 @@ TEST(ModelResolve, LocalPathsAreNeverHubIds) {
     EXPECT_EQ(r.status().message().find("qvl pull"), std::string::npos) << spec << ": " << r.status().message();
   }
   // Hugging Face's own rules for ORG/NAME (huggingface_hub validate_repo_id).
-  for (const std::string id : {"Qwen/Qwen3-VL-2B-Instruct", "unsloth/Qwen3-VL-2B-Instruct-GGUF", "a_/b.c", "A1/_x_"})
+  for (const std::string& id : std::vector<std::string>{"Qwen/Qwen3-VL-2B-Instruct", "unsloth/Qwen3-VL-2B-Instruct-GGUF", "a_/b.c",
+                                                       "A1/_x_", std::string(90, 'a') + "/bcdefgh", "o/" + std::string(96, 'n')})
     EXPECT_TRUE(hub::is_valid_repo_id(id)) << id;
-  for (const std::string& id : std::vector<std::string>{"./mymodel", "-x/y", "x/y-", "x./y", "a--b/c", "a/b..c", "a/b/c", "/x", "x/", std::string(90, 'a') + "/bcdefgh"})
+  for (const std::string& id : std::vector<std::string>{"./mymodel", "-x/y", "x/y-", "x./y", "a--b/c", "a/b..c", "a/b/c", "/x", "x/", "o/" + std::string(97, 'n')})
     EXPECT_FALSE(hub::is_valid_repo_id(id)) << id;
   fs::remove_all(dir);
 }

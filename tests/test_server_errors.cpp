@@ -221,8 +221,12 @@ TEST_F(ServerErrors, PathsAreDecodedAndAWrongMethodIs405) {
     EXPECT_EQ(r.json_body()["id"], "Qwen/Tiny-VL") << path;
   }
   EXPECT_EQ(get("/v1/models/Qwen%2Ftiny-vl").status, 404);
+  EXPECT_EQ(get("/v1/models/Qwen%252FTiny-VL").status, 404);  // decoded once: the id "Qwen%2FTiny-VL"
+  // An escaped '/' is data, not a separator (RFC 3986 2.2): it never makes a path some rule did not see.
+  EXPECT_EQ(post("/v1%2Fchat%2Fcompletions", json{{"messages", json::array({json{{"role", "user"}, {"content", "hi"}}})}}).status, 404);
+  EXPECT_EQ(get("/v1%2Fmodels").status, 404);
   for (const char* path : {"/v1/models/%zz", "/v1/models/%2", "/v1/models/a%", "/v1/models/a%00b", "/v1/models/a%0Ab",
-                           "/v1/models/%7F", "/v1/models/%ff", "/health%00"}) {
+                           "/v1/models/%7F", "/v1/models/%ff", "/v1/models/%C2%9B", "/health%00"}) {
     const Reply r = get(path);
     EXPECT_EQ(r.status, 400) << path << ": " << r.body;
   }

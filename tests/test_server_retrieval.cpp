@@ -81,6 +81,7 @@ TEST_F(RetrievalServerTest, EmbeddingsAreTheEnginesVectorsAloneOrInABatch) {
     const Reply none = post("/api/embed", json{{"model", "tiny"}, {"input", nothing}});
     ASSERT_EQ(none.status, 200) << none.body;
     EXPECT_EQ(none.json_body()["embeddings"], json::array()) << none.body;
+    EXPECT_EQ(post("/api/embed", json{{"model", 5}, {"input", nothing}}).status, 400);  // the rest is still checked
   }
   // Ollama's earlier /api/embeddings: one prompt, one vector, the same.
   const Reply legacy = post("/api/embeddings", json{{"model", "tiny"}, {"prompt", "a red bicycle"}});

@@ -201,6 +201,7 @@ int cmd_chat(const Args& args) {
     if (text == "/image" || text.rfind("/image ", 0) == 0) {  // not /images: that is an unknown command
       const std::string path = trim(text.substr(6));
       if (path.empty()) {
+        ++failed;
         std::fputs("usage: /image PATH\n", stderr);
         continue;
       }
@@ -227,6 +228,7 @@ int cmd_chat(const Args& args) {
         }
       }
       if (path.empty()) {
+        ++failed;
         std::fputs("usage: /file PATH [PAGES]   (a PDF; PAGES like 1-3,7, default all)\n", stderr);
         continue;
       }
@@ -241,6 +243,7 @@ int cmd_chat(const Args& args) {
     if (text == "/video" || text.rfind("/video ", 0) == 0) {
       const std::string path = trim(text.substr(6));
       if (path.empty()) {
+        ++failed;
         std::fputs("usage: /video PATH\n", stderr);
         continue;
       }

@@ -124,10 +124,8 @@ int cmd_embed(const Args& args) {
   int64_t min_pixels = -1, max_pixels = -1;
   add_model_option(cli, model_dir, ModelSpec::kDirectoryOrHubId)->required();
   cli.add_option("text", texts, "texts to embed, each an input of its own")->type_name("TEXT");
-  // One FILE each time (repeat --image for more): a text after it stays a text.
-  cli.add_option("--image", image_paths, "an image file to embed, an input of its own (repeatable)")
-      ->type_name("FILE")
-      ->allow_extra_args(false);
+  cli.add_option("--image", image_paths, "image files to embed, each an input of its own (texts go before --image)")
+      ->type_name("FILE");
   cli.add_option("--images-dir", images_dir, "embed every image file in DIR (sorted by name), each an input")
       ->type_name("DIR");
   cli.add_option("--input-file", input_file, "a JSONL file: each line a text, or {\"text\", \"image\", \"video\", "

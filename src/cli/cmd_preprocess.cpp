@@ -2,7 +2,6 @@
 // the model sees an image (resized size, grid, token count) and can write its pixel_values.
 #include <algorithm>
 #include <cstdio>
-#include <memory>
 
 #include "cli/model_arg.h"
 #include "cli/options.h"
@@ -34,11 +33,11 @@ int cmd_preprocess(const Args& args) {
   }
 
   const std::string& cmd = cli.command();
-  // A GGUF's processor settings are the files beside it or the family's (model/model.cpp): loaded as run loads it.
+  // A GGUF's processor settings are the files beside it or the family's, as run reads them (no weights).
   auto config = [&]() -> Result<ImageProcessorConfig> {
     if (!is_gguf_model(model)) return ImageProcessorConfig::load(model);
-    QVL_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, Model::load(model));
-    return m->image_config();
+    QVL_ASSIGN_OR_RETURN(GgufFrontEnd front, load_gguf_front_end(model));
+    return ImageProcessorConfig::load(front.files);
   }();
   if (!config.ok()) return fail(cmd, config.status().message());
   // --max-pixels alone bounds the model's min_pixels, as run and the server do (engine/generate.cpp).

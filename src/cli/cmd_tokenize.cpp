@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <memory>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -102,24 +101,25 @@ int cmd_tokenize(const Args& args) {
     model = *dir;
   }
 
-  if (!file.empty() && file != "-" && std::filesystem::is_directory(file))
+  std::error_code ec;
+  if (!file.empty() && file != "-" && std::filesystem::is_directory(file, ec))
     return fail(cmd, "--file " + file + ": is a directory; expected a text file, one input a line");
-  // A GGUF's tokenizer and chat template are in its metadata (or beside it): the model is loaded as run loads it.
-  std::unique_ptr<Model> gguf;
+  // A GGUF's tokenizer and chat template are in its metadata or beside it, read as run reads them (no weights).
+  std::optional<GgufFrontEnd> gguf;
   if (is_gguf_model(model)) {
-    auto loaded = Model::load(model);
-    if (!loaded.ok()) return fail(cmd, loaded.status().message());
-    gguf = std::move(*loaded);
+    auto front = load_gguf_front_end(model);
+    if (!front.ok()) return fail(cmd, front.status().message());
+    gguf.emplace(std::move(*front));
   }
   std::optional<Tokenizer> own;
-  const Tokenizer* tok = gguf ? &gguf->tokenizer() : nullptr;
+  const Tokenizer* tok = gguf ? &gguf->tokenizer : nullptr;
   if (!tok) {
     auto loaded = Tokenizer::load(model);
     if (!loaded.ok()) return fail(cmd, loaded.status().message());
     tok = &own.emplace(std::move(*loaded));
   }
   if (!chat.empty()) {
-    auto kind = gguf ? Result<ChatTemplateKind>(gguf->chat_template()) : read_chat_template_kind(model);
+    auto kind = gguf ? Result<ChatTemplateKind>(gguf->chat_template) : read_chat_template_kind(model);
     if (!kind.ok()) return fail(cmd, kind.status().message());
     return tokenize_chat(cmd, *tok, *kind, chat, json, prompt, !no_generation_prompt);
   }

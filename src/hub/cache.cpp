@@ -72,11 +72,11 @@ bool env_offline() {
 }
 
 // huggingface_hub's validate_repo_id: ORG/NAME, each part of letters, digits, '-', '_' and '.', beginning and
-// ending with a letter, digit or '_' (so ".", "./x" and "-x" are paths or typos, never ids), no "--" or "..", at most
-// 96 characters in all.
+// ending with a letter, digit or '_' (so ".", "./x" and "-x" are paths or typos, never ids), no "--" or "..", the
+// name at most 96 characters.
 bool is_valid_repo_id(const std::string& s) {
   const size_t slash = s.find('/');
-  if (slash == std::string::npos || s.size() > 96 || s.find('/', slash + 1) != std::string::npos) return false;
+  if (slash == std::string::npos || s.size() - slash - 1 > 96 || s.find('/', slash + 1) != std::string::npos) return false;
   if (s.find("..") != std::string::npos || s.find("--") != std::string::npos) return false;
   auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   auto part = [&](const std::string& p) {

@@ -82,26 +82,17 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const WeightT
   return m;
 }
 
-// A GGUF pair (llama.cpp's layout): config and weights from the files; the tokenizer from a tokenizer.json
-// beside them (checked against the file's vocabulary), else from the file's own metadata; the processor and
-// generation configs from beside them, else the ones qvl ships for the Qwen3-VL family; the chat template
-// from the file's tokenizer.chat_template.
-Result<std::unique_ptr<Model>> Model::load_gguf(const std::string& path, const std::string& mmproj,
-                                                const WeightTypes& types, int threads) {
-  QVL_ASSIGN_OR_RETURN(GgufPair pair, locate_gguf_pair(path, mmproj));
-  QVL_ASSIGN_OR_RETURN(std::unique_ptr<GgufCheckpoint> ck, open_gguf_checkpoint(pair, threads));
-  std::unique_ptr<Model> m(new Model());
-  m->dir_ = path;
-  m->facts_.vision = !pair.mmproj.empty();
-  QVL_ASSIGN_OR_RETURN(m->config_, ModelConfig::parse(ck->config_json, pair.text + " (its metadata as config.json)"));
+namespace {
+
+// The tokenizer, config folder and chat template of a GGUF pair from its text file's metadata (`meta`) and
+// `chat_template` (tokenizer.chat_template, "" when the file has none).
+Result<GgufFrontEnd> gguf_front_end(const GgufPair& pair, const GgufFile& meta, const std::string& chat_template) {
   std::string files = std::filesystem::path(pair.text).parent_path().string();
   const bool tokenizer_beside = std::filesystem::exists(std::filesystem::path(files) / "tokenizer.json");
   if (!tokenizer_beside) files = bundled_model_files();
-  m->files_dir_ = files;
-  QVL_ASSIGN_OR_RETURN(m->generation_, GenerationConfig::load(files));
-  const GgufFile& meta = ck->files[0];
   auto tokens = meta.get_strings("tokenizer.ggml.tokens");
   std::optional<Tokenizer> tok;
+  bool from_gguf = false;
   if (!tokenizer_beside && tokens.ok()) {
     // The file's own tokenizer (llama.cpp's gpt2-style vocabulary with the Qwen2 pre-tokenizer).
     auto kind_value = meta.get_string("tokenizer.ggml.model");
@@ -115,12 +106,8 @@ Result<std::unique_ptr<Model>> Model::load_gguf(const std::string& path, const s
     QVL_ASSIGN_OR_RETURN(std::vector<int64_t> token_types, meta.get_ints("tokenizer.ggml.token_type"));
     QVL_ASSIGN_OR_RETURN(std::vector<std::string> merges, meta.get_strings("tokenizer.ggml.merges"));
     QVL_ASSIGN_OR_RETURN(Tokenizer t, Tokenizer::from_gguf(*tokens, token_types, merges, pair.text));
-    // Every id the tokenizer can produce must have an embedding row.
-    if (t.vocab_size() > m->config_.text.vocab_size)
-      return Status::Error(pair.text + ": its tokenizer has " + std::to_string(t.vocab_size()) + " tokens, the token "
-                           "embedding " + std::to_string(m->config_.text.vocab_size) + " rows");
     tok.emplace(std::move(t));
-    m->tokenizer_from_gguf_ = true;
+    from_gguf = true;
   } else {
     QVL_ASSIGN_OR_RETURN(Tokenizer t, Tokenizer::load(files));
     tok.emplace(std::move(t));
@@ -138,12 +125,44 @@ Result<std::unique_ptr<Model>> Model::load_gguf(const std::string& path, const s
                              "model's tokenizer.json beside the .gguf file");
     }
   }
-  m->tokenizer_ = std::make_unique<Tokenizer>(std::move(*tok));
-  if (!ck->chat_template.empty()) {
-    m->chat_template_ = chat_template_kind(ck->chat_template);
-  } else {
-    QVL_ASSIGN_OR_RETURN(m->chat_template_, read_chat_template_kind(files));
-  }
+  QVL_ASSIGN_OR_RETURN(ChatTemplateKind kind, chat_template.empty() ? read_chat_template_kind(files)
+                                                                      : Result<ChatTemplateKind>(chat_template_kind(chat_template)));
+  return GgufFrontEnd{files, std::move(*tok), from_gguf, kind};
+}
+
+}  // namespace
+
+Result<GgufFrontEnd> load_gguf_front_end(const std::string& path, const std::string& mmproj) {
+  QVL_ASSIGN_OR_RETURN(GgufPair pair, locate_gguf_pair(path, mmproj));
+  QVL_ASSIGN_OR_RETURN(GgufFile meta, GgufFile::open(pair.text));
+  auto chat_template = meta.get_string("tokenizer.chat_template");
+  return gguf_front_end(pair, meta, chat_template.ok() ? *chat_template : std::string());
+}
+
+// A GGUF pair (llama.cpp's layout): config and weights from the files; the tokenizer from a tokenizer.json
+// beside them (checked against the file's vocabulary), else from the file's own metadata; the processor and
+// generation configs from beside them, else the ones qvl ships for the Qwen3-VL family; the chat template
+// from the file's tokenizer.chat_template.
+Result<std::unique_ptr<Model>> Model::load_gguf(const std::string& path, const std::string& mmproj,
+                                                const WeightTypes& types, int threads) {
+  QVL_ASSIGN_OR_RETURN(GgufPair pair, locate_gguf_pair(path, mmproj));
+  QVL_ASSIGN_OR_RETURN(std::unique_ptr<GgufCheckpoint> ck, open_gguf_checkpoint(pair, threads));
+  std::unique_ptr<Model> m(new Model());
+  m->dir_ = path;
+  m->facts_.vision = !pair.mmproj.empty();
+  QVL_ASSIGN_OR_RETURN(m->config_, ModelConfig::parse(ck->config_json, pair.text + " (its metadata as config.json)"));
+  QVL_ASSIGN_OR_RETURN(GgufFrontEnd front, gguf_front_end(pair, ck->files[0], ck->chat_template));
+  const std::string& files = front.files;
+  m->files_dir_ = files;
+  QVL_ASSIGN_OR_RETURN(m->generation_, GenerationConfig::load(files));
+  const GgufFile& meta = ck->files[0];
+  // Every id the tokenizer can produce must have an embedding row.
+  if (front.tokenizer_from_gguf && front.tokenizer.vocab_size() > m->config_.text.vocab_size)
+    return Status::Error(pair.text + ": its tokenizer has " + std::to_string(front.tokenizer.vocab_size()) +
+                         " tokens, the token embedding " + std::to_string(m->config_.text.vocab_size) + " rows");
+  m->tokenizer_from_gguf_ = front.tokenizer_from_gguf;
+  m->tokenizer_ = std::make_unique<Tokenizer>(std::move(front.tokenizer));
+  m->chat_template_ = front.chat_template;
   QVL_ASSIGN_OR_RETURN(m->image_config_, ImageProcessorConfig::load(files));
   QVL_ASSIGN_OR_RETURN(m->video_config_, load_video_config(files));
   {

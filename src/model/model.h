@@ -29,6 +29,18 @@ using DumpFn = std::function<void(const std::string& name, const float* data, co
 // tokenizer_config.json's, chat_template.jinja. None: the Instruct template.
 Result<ChatTemplateKind> read_chat_template_kind(const std::string& dir);
 
+// A GGUF model's small parts, read as Model::load reads them but without its weights (qvl tokenize, qvl
+// preprocess): the folder its config files come from (beside the .gguf when a tokenizer.json is there, else the
+// files qvl ships), its tokenizer (that tokenizer.json, checked against the file's vocabulary, else the file's
+// own metadata) and its chat template kind (the file's tokenizer.chat_template, else the folder's).
+struct GgufFrontEnd {
+  std::string files;
+  Tokenizer tokenizer;
+  bool tokenizer_from_gguf = false;
+  ChatTemplateKind chat_template = ChatTemplateKind::kInstruct;
+};
+Result<GgufFrontEnd> load_gguf_front_end(const std::string& path, const std::string& mmproj = "");
+
 // What the loaded model is, computed once at load: every endpoint that describes the model (/health,
 // /v1/models, /api/tags, /api/show, /metrics) and `qvl bench` read these, so they cannot disagree.
 struct ModelFacts {

@@ -203,13 +203,17 @@ void ollama_embed(ApiContext& ctx, const http::Request& req, http::Response& res
   auto body = parse_json_body(req);
   if (!body.ok()) return fail({400, body.status().message()});
   const auto ns = [](double ms) { return static_cast<int64_t>(ms * 1e6); };
-  // Nothing to embed ([] or ""): Ollama answers with no vectors rather than an error.
-  if (const auto in = body->find("input");
-      in != body->end() && ((in->is_array() && in->empty()) || (in->is_string() && in->get<std::string>().empty()))) {
-    std::string model;
-    if (auto m = body->find("model"); m != body->end() && m->is_string()) model = m->get<std::string>();
-    return send_json(res, 200, json{{"model", model.empty() ? ctx.options.model_id : model}, {"embeddings", json::array()},
-                                    {"total_duration", 0}, {"load_duration", 0}, {"prompt_eval_count", 0}});
+  // Nothing to embed ([] or ""): Ollama answers with no vectors rather than an error; the other fields are
+  // checked as for any input.
+  if (const auto in = body->find("input"); body->is_object() && in != body->end() &&
+                                           ((in->is_array() && in->empty()) || (in->is_string() && in->get<std::string>().empty()))) {
+    json checked = *body;
+    checked["input"] = "x";
+    auto parsed = parse_ollama_embed_request(checked);
+    if (!parsed.ok()) return fail({400, parsed.status().message()});
+    return send_json(res, 200, json{{"model", parsed->model.empty() ? ctx.options.model_id : parsed->model},
+                                    {"embeddings", json::array()}, {"total_duration", 0}, {"load_duration", 0},
+                                    {"prompt_eval_count", 0}});
   }
   auto parsed = parse_ollama_embed_request(*body);
   if (!parsed.ok()) return fail({400, parsed.status().message()});

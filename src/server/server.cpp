@@ -427,7 +427,10 @@ void Server::Impl::log(const http::Request& req, const http::Response& res) {
   metrics.count_request(endpoint_label(req.path), res.status);
   if (options.access_log && !is_probe(req.path) && req.path != "/metrics") {
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - req.arrived).count();
-    std::fprintf(stderr, "%s %s %d %.0f ms\n", req.method.c_str(), req.path.c_str(), res.status, ms);
+    // The path as sent (Beast admits no space or control character in it), not as decoded: a log line's fields
+    // stay the server's.
+    const std::string sent = req.target.substr(0, req.target.find('?'));
+    std::fprintf(stderr, "%s %s %d %.0f ms\n", req.method.c_str(), sent.c_str(), res.status, ms);
   }
 }
 

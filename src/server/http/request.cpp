@@ -54,10 +54,34 @@ bool decode_path(std::string_view raw, std::string& out) {
     if (i + 2 >= raw.size() || hex(raw[i + 1]) < 0 || hex(raw[i + 2]) < 0) return false;
     const int byte = hex(raw[i + 1]) * 16 + hex(raw[i + 2]);
     if (byte < 0x20 || byte == 0x7F) return false;
-    out += static_cast<char>(byte);
+    if (byte == '/' || byte == '%') {
+      out += byte == '/' ? "%2F" : "%25";
+    } else {
+      out += static_cast<char>(byte);
+    }
     i += 2;
   }
-  return unicode::is_valid_utf8(out);
+  if (!unicode::is_valid_utf8(out)) return false;
+  for (size_t i = 0; i + 1 < out.size(); ++i)  // C1 controls: U+0080..U+009F are C2 80..C2 9F in UTF-8
+    if (static_cast<unsigned char>(out[i]) == 0xC2 && static_cast<unsigned char>(out[i + 1]) < 0xA0) return false;
+  return true;
+}
+
+std::string decode_segment(std::string_view segment) {
+  std::string out;
+  out.reserve(segment.size());
+  for (size_t i = 0; i < segment.size(); ++i) {
+    if (segment.substr(i, 3) == "%2F") {
+      out += '/';
+      i += 2;
+    } else if (segment.substr(i, 3) == "%25") {
+      out += '%';
+      i += 2;
+    } else {
+      out += segment[i];
+    }
+  }
+  return out;
 }
 
 bool Request::has_header(std::string_view name) const {

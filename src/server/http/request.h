@@ -23,11 +23,14 @@ std::string lower_trimmed(std::string_view s);
 // The value of the first header named `name` (any case), or "".
 std::string header_value(const Headers& headers, std::string_view name);
 
-// A request target's path with its %XX escapes decoded (RFC 3986 2.1; "%2F" becomes '/', as clients escape the
-// slash of an id such as Qwen/Qwen3-VL-2B-Instruct in /v1/models/{id}). False on a '%' not followed by two hex
-// digits, a control character (NUL included, sent or escaped), or bytes that are not UTF-8: such a path names no
-// endpoint and would only reach the logs.
+// A request target's path with its %XX escapes decoded (RFC 3986 2.1), except "%2F" and "%25", which stay as
+// sent (upper-cased): an escaped '/' is data, not a separator (RFC 3986 2.2), so "/v1%2Fchat%2Fcompletions" routes
+// nowhere, as a proxy's path rules expect; a route's {id} gets them decoded (decode_segment). False on a '%' not
+// followed by two hex digits, a control character (C0, DEL or C1; NUL included, sent or escaped), or bytes that
+// are not UTF-8: such a path names no endpoint and would only reach the logs.
 bool decode_path(std::string_view raw, std::string& out);
+// A path segment as decode_path leaves it, its "%2F" and "%25" decoded: the id of /v1/models/{id}.
+std::string decode_segment(std::string_view segment);
 
 // What a connection shares with the requests it carries: its socket and whether it has been closed.
 struct PeerState {

@@ -15,7 +15,8 @@ class Router {
  public:
   void get(std::string path, Handler h) { routes_.push_back({"GET", std::move(path), false, std::move(h)}); }
   void post(std::string path, Handler h) { routes_.push_back({"POST", std::move(path), false, std::move(h)}); }
-  // GET of `prefix` followed by at least one character; the rest is given as Request::path_param.
+  // GET of `prefix` followed by at least one character; the rest is given as Request::path_param, its "%2F" and
+  // "%25" decoded (decode_segment).
   void get_prefix(std::string prefix, Handler h) { routes_.push_back({"GET", std::move(prefix), true, std::move(h)}); }
 
   // The methods some route takes at `path` ("GET, HEAD" for GET routes), comma-separated for an Allow header;
@@ -44,7 +45,7 @@ class Router {
         return true;
       }
       if (r.prefix && req.path.size() > r.path.size() && req.path.compare(0, r.path.size(), r.path) == 0) {
-        req.path_param = req.path.substr(r.path.size());
+        req.path_param = decode_segment(std::string_view(req.path).substr(r.path.size()));
         r.handler(req, res);
         return true;
       }
