@@ -26,8 +26,7 @@ class Router {
     for (const char* m : {"GET", "POST"}) {
       bool any = false;
       for (const Route& r : routes_)
-        any = any || (r.method == m && (r.prefix ? path.size() > r.path.size() && path.compare(0, r.path.size(), r.path) == 0
-                                                 : path == r.path));
+        any = any || (r.method == m && r.matches(path));
       if (!any) continue;
       allow += allow.empty() ? "" : ", ";
       allow += std::string(m) == "GET" ? "GET, HEAD" : m;
@@ -40,15 +39,10 @@ class Router {
     const std::string& method = req.method == "HEAD" ? std::string("GET") : req.method;
     for (const Route& r : routes_) {
       if (r.method != method) continue;
-      if (!r.prefix && req.path == r.path) {
-        r.handler(req, res);
-        return true;
-      }
-      if (r.prefix && req.path.size() > r.path.size() && req.path.compare(0, r.path.size(), r.path) == 0) {
-        req.path_param = decode_segment(std::string_view(req.path).substr(r.path.size()));
-        r.handler(req, res);
-        return true;
-      }
+      if (!r.matches(req.path)) continue;
+      if (r.prefix) req.path_param = decode_segment(std::string_view(req.path).substr(r.path.size()));
+      r.handler(req, res);
+      return true;
     }
     return false;
   }
@@ -59,6 +53,10 @@ class Router {
     std::string path;
     bool prefix;
     Handler handler;
+    // The path itself, or (prefix) the path followed by at least one character.
+    bool matches(const std::string& p) const {
+      return prefix ? p.size() > path.size() && p.compare(0, path.size(), path) == 0 : p == path;
+    }
   };
   std::vector<Route> routes_;
 };
