@@ -190,6 +190,9 @@ TEST(CliErrors, BadValueNamesTheOption) {
       {{"run", "-m", "DIR", "-p", "hi", "--vision-attention", "fp8"}, {"--vision-attention", "unknown precision 'fp8'", "(auto, f32, bf16)"}},
       {{"run", "-m", "DIR", "-p", "hi", "--temp", "-1"}, {"--temp", ">= 0"}},
       {{"run", "-m", "DIR", "-p", "hi", "--top-p", "1.5"}, {"--top-p", "[0, 1]"}},
+      {{"run", "-m", "DIR", "-p", "hi", "--logit-bias", "9707"}, {"--logit-bias", "expects ID=BIAS", "got '9707'"}},
+      {{"chat", "-m", "DIR", "--logit-bias", "9707=101"}, {"--logit-bias", "[-100, 100]", "got '9707=101'"}},
+      {{"run", "-m", "DIR", "-p", "hi", "--logit-bias", "x=1"}, {"--logit-bias", "got 'x=1'"}},
       {{"run", "-m", "DIR", "-p", "hi", "--ctx", "8"}, {"--ctx", "[16, 1048576]"}},
       {{"bench", "-m", "DIR", "-n", "0"}, {"--max-tokens", "[1, 1048576]"}},
       {{"quantize", "-m", "DIR", "--out", "OUT", "--threads", "2000"}, {"--threads", "[1, 1024]"}},
@@ -277,6 +280,19 @@ TEST(CliParse, OptionsReachTheCommands) {
   EXPECT_NE(wrong.code, 0);
   EXPECT_TRUE(contains(wrong.err, "--resized: 2 values for 1 image(s)")) << wrong.err;
   EXPECT_NE(qvl({"run", "-m", dir.string(), "-i", image, "-p", "hi", "--resized", "64"}).code, 0);
+
+  // --logit-bias reaches run's sampler (chat's: CliChat), in both spellings: +100 on token 9707 ("Hello") makes the
+  // answer that token each time, even sampled; an id past the vocabulary is refused by the engine.
+  Ran biased = qvl({"run", "-m", dir.string(), "-p", "hi", "-n", "3", "-t", "1", "--temp", "0", "--logit-bias", "9707=100"});
+  EXPECT_EQ(biased.code, 0) << biased.err;
+  EXPECT_EQ(biased.out, "HelloHelloHello\n");
+  Ran llama = qvl({"run", "-m", dir.string(), "-p", "hi", "-n", "3", "-t", "1", "--temp", "1.2", "--logit-bias",
+                   "9707+100,14990-5", "--logit-bias", "9707=90"});
+  EXPECT_EQ(llama.code, 0) << llama.err;
+  EXPECT_EQ(llama.out, "HelloHelloHello\n");
+  Ran outside = qvl({"run", "-m", dir.string(), "-p", "hi", "-n", "1", "-t", "1", "--logit-bias", "151669=1"});
+  EXPECT_EQ(outside.code, 2);  // a bad argument, as a prompt over the context
+  EXPECT_TRUE(contains(outside.err, "token id 151669 is outside the vocabulary [0, 151669)")) << outside.err;
 
   Ran bench = qvl({"bench", "-m", dir.string(), "-p", "Hi", "-n", "2", "--runs", "1", "--json", "--threads", "1"});
   EXPECT_EQ(bench.code, 0) << bench.err;

@@ -147,6 +147,14 @@ TEST(CliChat, PipedInputSaysWhatWasNotSent) {
     EXPECT_EQ(c.finish(60), 0) << c.stderr_text;
     EXPECT_EQ(std::count(c.stdout_text.begin(), c.stdout_text.end(), '\n'), 2) << c.stdout_text;  // two answers
   }
+  {
+    // --logit-bias reaches chat's sampler: +100 on token 9707 ("Hello") is each answer's every token.
+    Child c({"chat", "--model", dir, "-n", "2", "--temp", "0", "--threads", "1", "--logit-bias", "9707=100"});
+    c.write_line("Hi");
+    c.write_line("Again");
+    EXPECT_EQ(c.finish(60), 0) << c.stderr_text;
+    EXPECT_EQ(c.stdout_text, "HelloHello\nHelloHello\n");
+  }
   Child c({"chat", "--model", dir, "-n", "2", "--temp", "0", "--threads", "1"});
   c.write_line("Hi");
   c.write_line("\"\"\"never");

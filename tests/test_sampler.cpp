@@ -58,6 +58,9 @@ SamplingParams params_from(const nlohmann::json& p) {
   sp.top_p = p.value("top_p", 1.0f);
   sp.min_p = p.value("min_p", 0.0f);
   sp.repetition_penalty = p.value("repetition_penalty", 1.0f);
+  if (p.contains("logit_bias"))
+    for (const auto& pair : p["logit_bias"]) sp.logit_bias.emplace_back(pair[0].get<int32_t>(), pair[1].get<float>());
+  std::sort(sp.logit_bias.begin(), sp.logit_bias.end());
   return sp;
 }
 
@@ -65,17 +68,21 @@ TEST(Sampler, FilterMatchesTransformersWarpers) {
   auto text = read_file_text(test::data_dir() + "/sampler_golden.json");
   ASSERT_TRUE(text.ok()) << text.status().message();
   const auto doc = nlohmann::json::parse(*text);
-  ASSERT_GE(doc["cases"].size(), 15u);
+  ASSERT_GE(doc["cases"].size(), 21u);
+  int biased = 0;
   for (const auto& c : doc["cases"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
     const std::vector<float> logits =
         c.contains("logits") ? c["logits"].get<std::vector<float>>() : synth_logits(c["synth"]);
     const SamplingParams sp = params_from(c["params"]);
     ASSERT_TRUE(sp.validate().ok());
+    biased += !sp.logit_bias.empty();
     const std::vector<int32_t> history = c["input_ids"].get<std::vector<int32_t>>();
 
-    // The values HF's warpers see, computed here independently: repetition penalty, then / temperature.
+    // The values HF's warpers see, computed here independently: the logit bias, the repetition penalty, then
+    // / temperature.
     std::vector<float> processed = logits;
+    for (const auto& [id, bias] : sp.logit_bias) processed[id] += bias;
     for (int32_t id : std::set<int32_t>(history.begin(), history.end()))
       processed[id] = processed[id] < 0 ? processed[id] * sp.repetition_penalty : processed[id] / sp.repetition_penalty;
     for (float& v : processed) v /= sp.temperature;
@@ -108,6 +115,7 @@ TEST(Sampler, FilterMatchesTransformersWarpers) {
     work = logits;
     EXPECT_EQ(g.sample(work.data(), static_cast<int>(work.size())), c["greedy"].get<int32_t>());
   }
+  EXPECT_GE(biased, 3);  // HF's SequenceBiasLogitsProcessor, alone and before the repetition penalty
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -304,6 +312,41 @@ TEST(Sampler, IdsOutsideTheVocabularyAreIgnored) {
   std::vector<float> x = {1.0f, 3.0f, 2.0f};
   EXPECT_EQ(s.sample(x.data(), 3), 2);
   EXPECT_EQ(x[1], 1.0f);
+  // A bias on an id past this call's logits touches nothing (Session::prepare refuses it for a model).
+  p.logit_bias = {{0, 0.5f}, {3, 100.0f}};
+  Sampler b(p);
+  x = {1.0f, 3.0f, 2.0f};
+  EXPECT_EQ(b.sample(x.data(), 3), 1);
+  EXPECT_EQ(x[0], 1.5f);
+}
+
+TEST(Sampler, LogitBiasBansForcesAndComesBeforeThePenalties) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.logit_bias = {{1, -100.0f}};
+  Sampler ban(p);
+  std::vector<float> x = {1.0f, 50.0f, 2.0f};
+  EXPECT_EQ(ban.sample(x.data(), 3), 2);  // 50 - 100 < 2
+  // HF order: (x + bias), then the repetition penalty on the sum: (1 + 3) / 2 = 2 beats 1.9.
+  p.logit_bias = {{0, 3.0f}};
+  p.repetition_penalty = 2.0f;
+  Sampler order(p);
+  order.reset({0});
+  x = {1.0f, 1.9f, -1.0f};
+  EXPECT_EQ(order.sample(x.data(), 3), 0);
+  EXPECT_EQ(x[0], 2.0f);
+  // Sampled: +100 on one token takes every draw from a flat distribution.
+  p = SamplingParams{};
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.logit_bias = {{7, 100.0f}};
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    p.seed = seed;
+    Sampler s(p);
+    std::vector<float> flat(64, 0.0f);
+    EXPECT_EQ(s.sample(flat.data(), 64), 7);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -415,7 +458,11 @@ TEST(Sampler, LargeVocabularyDefaultsAreQuick) {
   nlohmann::json synth = {{"vocab", 151936}, {"seed", 3}, {"levels", 2001}, {"step", 0.005},
                           {"peak_every", 1000}, {"peak_boost", 10.0}};
   const std::vector<float> logits = synth_logits(synth);
-  for (SamplingParams p : {SamplingParams{}, SamplingParams{1.0f, 0, 0.95f}}) {
+  SamplingParams flat;
+  flat.temperature = 1.0f;
+  flat.top_k = 0;
+  flat.top_p = 0.95f;
+  for (SamplingParams p : {SamplingParams{}, flat}) {
     Sampler s(p);
     std::vector<float> work;
     const auto t0 = std::chrono::steady_clock::now();
@@ -450,6 +497,11 @@ TEST(SamplingParams, ValidateRejectsNonsenseWithClearMessages) {
       {with([](SamplingParams& p) { p.repetition_penalty = -1.0f; }), "repetition_penalty"},
       {with([](SamplingParams& p) { p.presence_penalty = 2.5f; }), "presence_penalty must be in [-2, 2] (0 turns it off), got 2.5"},
       {with([](SamplingParams& p) { p.frequency_penalty = -3.0f; }), "frequency_penalty must be in [-2, 2]"},
+      {with([](SamplingParams& p) { p.logit_bias = {{5, 100.5f}}; }), "logit_bias: the bias of token 5 must be in [-100, 100], got 100.5"},
+      {with([](SamplingParams& p) { p.logit_bias = {{5, NAN}}; }), "the bias of token 5"},
+      {with([](SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; }), "logit_bias: token id -1 is negative"},
+      {with([](SamplingParams& p) { p.logit_bias = {{9, 1.0f}, {9, 2.0f}}; }), "ascending and each given once, got 9 then 9"},
+      {with([](SamplingParams& p) { p.logit_bias = {{9, 1.0f}, {3, 2.0f}}; }), "got 9 then 3"},
   };
   for (const Bad& b : cases) {
     const Status st = b.p.validate();
@@ -459,6 +511,7 @@ TEST(SamplingParams, ValidateRejectsNonsenseWithClearMessages) {
   // Edges that are allowed.
   EXPECT_TRUE(with([](SamplingParams& p) { p.temperature = 0; p.top_p = 1; p.top_k = 0; p.min_p = 1; }).validate().ok());
   EXPECT_TRUE(with([](SamplingParams& p) { p.presence_penalty = -2; p.frequency_penalty = 2; }).validate().ok());
+  EXPECT_TRUE(with([](SamplingParams& p) { p.logit_bias = {{0, -100}, {151935, 100}}; }).validate().ok());
 }
 
 // What Model::load and the server do with a model directory's generation_config.json.

@@ -118,6 +118,18 @@ TEST_F(ServerErrors, OversizeBodyAndLongPrompt) {
   Reply lp = post("/v1/chat/completions", chat_body(words, 2));
   ASSERT_EQ(lp.status, 400);
   EXPECT_NE(openai_message(lp).find("over the context"), std::string::npos);
+  EXPECT_EQ(lp.json_body()["error"]["code"], "context_length_exceeded") << lp.body;  // as OpenAI names it
+  Reply legacy = post("/v1/completions", json{{"prompt", words}, {"max_tokens", 2}});
+  ASSERT_EQ(legacy.status, 400) << legacy.body;
+  EXPECT_EQ(legacy.json_body()["error"]["code"], "context_length_exceeded") << legacy.body;
+  Reply resp = post("/v1/responses", json{{"input", words}, {"max_output_tokens", 16}});
+  ASSERT_EQ(resp.status, 400) << resp.body;
+  EXPECT_EQ(resp.json_body()["error"]["code"], "context_length_exceeded") << resp.body;
+  // A request refused for another reason keeps a null code.
+  Reply other = post("/v1/chat/completions", json{{"messages", json::array({json{{"role", "user"}, {"content", "x"}}})},
+                                                  {"logit_bias", {{"999999999", 1}}}});
+  ASSERT_EQ(other.status, 400) << other.body;
+  EXPECT_TRUE(other.json_body()["error"]["code"].is_null()) << other.body;
   // Also when streaming: the prompt is read before the stream starts, so the status is still 400.
   Reply ls = post_stream("/v1/chat/completions", chat_body(words, 2, true));
   EXPECT_EQ(ls.status, 400);
@@ -250,8 +262,7 @@ TEST_F(ServerErrors, PathsAreDecodedAndAWrongMethodIs405) {
 }
 
 // Sampling and log-probability fields at the edges of their ranges: top_p 0 is taken (transformers keeps the most
-// likely token: the greedy answer); a negative count of alternatives and a logit_bias that would be ignored are
-// refused.
+// likely token: the greedy answer); a negative count of alternatives is refused.
 TEST_F(ServerErrors, SamplingEdgesAreTakenOrRefusedNeverIgnored) {
   start();
   const json msgs = json::array({json{{"role", "user"}, {"content", "Hello"}}});
@@ -270,10 +281,65 @@ TEST_F(ServerErrors, SamplingEdgesAreTakenOrRefusedNeverIgnored) {
   EXPECT_NE(top.body.find("top_logprobs: expected 0 to 20, got -1"), std::string::npos) << top.body;
   const Reply legacy = post("/v1/completions", json{{"prompt", "Hello"}, {"max_tokens", 2}, {"logprobs", -1}});
   EXPECT_EQ(legacy.status, 400) << legacy.body;
-  const Reply bias = post("/v1/chat/completions", json{{"messages", msgs}, {"max_tokens", 2}, {"logit_bias", {{"100", 5}}}});
-  EXPECT_EQ(bias.status, 400) << bias.body;
-  EXPECT_NE(bias.body.find("logit_bias"), std::string::npos) << bias.body;
-  EXPECT_EQ(post("/v1/chat/completions", json{{"messages", msgs}, {"max_tokens", 2}, {"logit_bias", json::object()}}).status, 200);
+}
+
+// logit_bias reaches the sampler from chat and legacy completions, streamed or not: +100 on one token makes
+// the greedy answer that token each time; -100 on it (with +50 on another) bans it. Bad maps are refused,
+// naming the key; an id past the vocabulary is refused by the engine.
+TEST_F(ServerErrors, LogitBiasSteersTheAnswerAndBadMapsAreRefused) {
+  start();
+  const json msgs = json::array({json{{"role", "user"}, {"content", "Hello"}}});
+  auto text_of = [&](std::vector<int> ids) {
+    const Reply r = post("/detokenize", json{{"tokens", ids}});
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.json_body()["content"].get<std::string>();
+  };
+  const int x = 9707, y = 14990;  // two ordinary tokens of the Qwen vocabulary
+  const std::string xxx = text_of({x, x, x}), yyy = text_of({y, y, y});
+  ASSERT_NE(xxx, yyy);
+  auto chat = [&](const json& bias, bool stream = false) {
+    json body{{"messages", msgs}, {"max_tokens", 3}, {"temperature", 0}, {"logit_bias", bias}};
+    if (stream) body["stream"] = true;
+    return stream ? post_stream("/v1/chat/completions", body) : post("/v1/chat/completions", body);
+  };
+  const Reply forced = chat(json{{std::to_string(x), 100}});
+  ASSERT_EQ(forced.status, 200) << forced.body;
+  EXPECT_EQ(forced.json_body()["choices"][0]["message"]["content"], xxx);
+  const Reply banned = chat(json{{std::to_string(x), -100}, {std::to_string(y), 50}});
+  ASSERT_EQ(banned.status, 200) << banned.body;
+  EXPECT_EQ(banned.json_body()["choices"][0]["message"]["content"], yyy);
+  // Sampled at a high temperature, +100 still takes every draw.
+  const Reply sampled = post("/v1/chat/completions", json{{"messages", msgs}, {"max_tokens", 3}, {"temperature", 1.5},
+                                                         {"seed", 7}, {"logit_bias", {{std::to_string(y), 100}}}});
+  ASSERT_EQ(sampled.status, 200) << sampled.body;
+  EXPECT_EQ(sampled.json_body()["choices"][0]["message"]["content"], yyy);
+  const Reply streamed = chat(json{{std::to_string(y), 100}}, true);
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  EXPECT_NE(streamed.body.find(text_of({y})), std::string::npos) << streamed.body;
+  const Reply legacy = post("/v1/completions", json{{"prompt", "Hello"}, {"max_tokens", 3}, {"temperature", 0},
+                                                    {"logit_bias", {{std::to_string(x), 100}}}});
+  ASSERT_EQ(legacy.status, 200) << legacy.body;
+  EXPECT_EQ(legacy.json_body()["choices"][0]["text"], xxx);
+  EXPECT_EQ(chat(json::object()).status, 200);
+  EXPECT_EQ(chat(nullptr).status, 200);
+
+  struct Bad { json bias; const char* says; };
+  const Bad bad[] = {
+      {json{{"9707", 100.5}}, "logit_bias.9707: expected a bias in [-100, 100], got 100.5"},
+      {json{{"hello", 1}}, "logit_bias: the key 'hello' is not a token id"},
+      {json{{"-3", 1}}, "the key '-3' is not a token id"},
+      {json{{"12", "high"}}, "logit_bias.12"},
+      {json{{"7", 1}, {"007", 2}}, "token 7 is given twice"},
+      {json::array({1, 2}), "logit_bias: expected an object of token ids to biases"},
+      {json{{"999999999", 1}}, "logit_bias: token id 999999999 is outside the vocabulary [0, "},
+  };
+  for (const Bad& b : bad) {
+    const Reply r = chat(b.bias);
+    EXPECT_EQ(r.status, 400) << b.bias.dump() << ": " << r.body;
+    EXPECT_NE(r.body.find(b.says), std::string::npos) << r.body;
+  }
+  const Reply legacy_bad = post("/v1/completions", json{{"prompt", "Hello"}, {"logit_bias", {{"x", 1}}}});
+  EXPECT_EQ(legacy_bad.status, 400) << legacy_bad.body;
 }
 
 // An image part without its image, and tools that are not OpenAI functions, get a 400 naming what is wrong.

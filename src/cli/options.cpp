@@ -494,7 +494,24 @@ void SamplingArgs::apply_to(SamplingParams& params) const {
   if (top_k) params.top_k = *top_k;
   if (top_p) params.top_p = *top_p;
   if (seed) params.seed = *seed;
+  if (!logit_bias.empty()) params.logit_bias.assign(logit_bias.begin(), logit_bias.end());
 }
+
+namespace {
+// "ID=BIAS", "ID+BIAS" or "ID-BIAS" (llama.cpp's spelling): the error, or "" with id and bias set.
+std::string parse_logit_bias(const std::string& s, int32_t& id, float& bias) {
+  const size_t at = s.find_first_of("=+-");
+  const std::string expect = "expects ID=BIAS (a token id, a bias in [-100, 100]; also ID+BIAS or ID-BIAS), got '" + s + "'";
+  if (at == 0 || at == std::string::npos || at > 9) return expect;
+  for (size_t i = 0; i < at; ++i)
+    if (s[i] < '0' || s[i] > '9') return expect;
+  const std::string value = s[at] == '=' ? s.substr(at + 1) : s.substr(at);
+  if (!parse_float(value, &bias) || !(bias >= -SamplingParams::kMaxLogitBias && bias <= SamplingParams::kMaxLogitBias))
+    return expect;
+  id = static_cast<int32_t>(std::stol(s.substr(0, at)));
+  return "";
+}
+}  // namespace
 
 void add_sampling_options(CLI::App& app, SamplingArgs& s) {
   const std::string from_model = "the model's generation_config.json";
@@ -517,6 +534,25 @@ void add_sampling_options(CLI::App& app, SamplingArgs& s) {
       ->type_name("S")
       ->check(integer_in(0, 1ll << 62))
       ->default_str(std::to_string(SamplingParams{}.seed));
+  app.add_option_function<std::vector<std::string>>(
+         "--logit-bias",
+         [&s](const std::vector<std::string>& v) {
+           for (const std::string& item : v) {
+             int32_t id = 0;
+             float bias = 0;
+             if (parse_logit_bias(item, id, bias).empty()) s.logit_bias[id] = bias;
+           }
+         },
+         "add BIAS in [-100, 100] to token ID's logit before sampling; -100 bans the token (repeatable)")
+      ->type_name("ID=BIAS")
+      ->delimiter(',')
+      ->check(
+          [](const std::string& item) {
+            int32_t id = 0;
+            float bias = 0;
+            return parse_logit_bias(item, id, bias);
+          },
+          "");
 }
 
 void add_per_image_options(CLI::App& app, PerImageArgs& args) {

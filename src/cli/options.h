@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -108,7 +109,7 @@ CLI::Option* add_image_option(CLI::App& app, std::vector<std::string>& images); 
 CLI::Option* add_image_option(CLI::App& app, std::string& image);                // one image
 CLI::Option* add_prompt_option(CLI::App& app, std::string& prompt);
 
-// ---- Generation: -n/--max-tokens N (min..2^20), --temp, --top-k, --top-p, --seed --------------------------
+// ---- Generation: -n/--max-tokens N (min..2^20), --temp, --top-k, --top-p, --seed, --logit-bias -----------------------
 CLI::Option* add_max_tokens_option(CLI::App& app, int& max_tokens, int min = 0);
 
 // The sampling options a user gave; the others keep the model's generation_config.json values.
@@ -117,6 +118,9 @@ struct SamplingArgs {
   std::optional<int> top_k;          // --top-k K (0..2^30; 0: off)
   std::optional<float> top_p;        // --top-p P ([0, 1]; 1: off, 0: the most likely token)
   std::optional<uint64_t> seed;      // --seed S (0..2^62)
+  // --logit-bias ID=BIAS (repeatable, or comma-separated; llama.cpp's ID+BIAS and ID-BIAS too): BIAS in
+  // [-100, 100] added to token ID's logit (-100 bans it). An ID given again replaces its bias.
+  std::map<int32_t, float> logit_bias;
   void apply_to(SamplingParams& params) const;
 };
 void add_sampling_options(CLI::App& app, SamplingArgs& sampling);

@@ -46,6 +46,15 @@ Status SamplingParams::validate() const {
     return bad("presence_penalty must be in [-2, 2] (0 turns it off), got " + num(presence_penalty));
   if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
     return bad("frequency_penalty must be in [-2, 2] (0 turns it off), got " + num(frequency_penalty));
+  for (size_t i = 0; i < logit_bias.size(); ++i) {
+    const auto [id, bias] = logit_bias[i];
+    if (id < 0) return bad("logit_bias: token id " + std::to_string(id) + " is negative; expected an id of the vocabulary");
+    if (i > 0 && id <= logit_bias[i - 1].first)
+      return bad("logit_bias: token ids must be ascending and each given once, got " +
+                 std::to_string(logit_bias[i - 1].first) + " then " + std::to_string(id));
+    if (!(bias >= -kMaxLogitBias && bias <= kMaxLogitBias))
+      return bad("logit_bias: the bias of token " + std::to_string(id) + " must be in [-100, 100], got " + num(bias));
+  }
   return Status::Ok();
 }
 
@@ -97,6 +106,10 @@ uint64_t Sampler::next_u64() {
 }
 
 void Sampler::apply_penalties(float* logits, int vocab) const {
+  // SequenceBiasLogitsProcessor, which _get_logits_processor puts before the repetition penalty: for one-token
+  // sequences, scores[:, id] += bias.
+  for (const auto& [id, bias] : params_.logit_bias)
+    if (id < vocab) logits[id] += bias;
   // RepetitionPenaltyLogitsProcessor, once per distinct id of prompt + generated:
   //   score = torch.where(score < 0, score * self.penalty, score / self.penalty)
   const float rp = params_.repetition_penalty;

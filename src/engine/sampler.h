@@ -1,11 +1,12 @@
-// Picks the next token from the logits the way transformers 4.57 `generate` does (repetition penalty,
-// temperature, top-k, top-p, min-p, multinomial draw or greedy argmax), plus OpenAI-style presence/frequency
-// penalties, with a seeded, machine-independent random generator.
+// Picks the next token from the logits the way transformers 4.57 `generate` does (a bias per token, repetition
+// penalty, temperature, top-k, top-p, min-p, multinomial draw or greedy argmax), plus OpenAI-style
+// presence/frequency penalties, with a seeded, machine-independent random generator.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/generation_config.h"
@@ -23,6 +24,10 @@ struct SamplingParams {
   float presence_penalty = 0.0f;   // OpenAI/vLLM: on generated ids only; 0: off
   float frequency_penalty = 0.0f;  // OpenAI/vLLM: on generated ids only; 0: off
   uint64_t seed = 0;
+  // OpenAI's logit_bias (HF's sequence_bias for one-token sequences): (token id, bias) pairs, each bias added to
+  // its token's logit before every other step; -100 bans a token, +100 all but forces it. Ids ascending, each
+  // once. Ids are checked against the vocabulary where it is known (Session::prepare).
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   bool greedy() const { return !(temperature > 0.0f); }
 
@@ -31,8 +36,12 @@ struct SamplingParams {
   static Result<SamplingParams> from_generation_config(const GenerationConfig& config);
 
   // Rejects values HF or the OpenAI API would reject: temperature < 0 or NaN, top_p outside [0, 1],
-  // top_k < 0, min_p outside [0, 1], repetition_penalty <= 0, presence/frequency penalty outside [-2, 2].
+  // top_k < 0, min_p outside [0, 1], repetition_penalty <= 0, presence/frequency penalty outside [-2, 2], a
+  // logit bias outside [-100, 100], a negative or repeated token id in it.
   Status validate() const;
+
+  // The largest logit-bias magnitude OpenAI takes.
+  static constexpr float kMaxLogitBias = 100.0f;
 };
 
 // One sequence's sampler: holds the penalty history and the random state. Not thread-safe; one per sequence.

@@ -32,6 +32,7 @@ const char* job_error_name(JobError e) {
   switch (e) {
     case JobError::kNone: return "none";
     case JobError::kInvalidRequest: return "invalid_request";
+    case JobError::kContextLength: return "context_length_exceeded";
     case JobError::kTimeout: return "timeout";
     case JobError::kCancelled: return "cancelled";
     case JobError::kShutdown: return "shutdown";
@@ -297,7 +298,9 @@ void Scheduler::admit(std::shared_ptr<Job> job) {
   }
   std::vector<ImageRGB>().swap(job->request_.images);  // what must be encoded is preprocessed now
   job->request_.videos.clear();                         // the session holds the frame groups it still needs
-  if (!s.ok()) return finish_job(*job, JobError::kInvalidRequest, s.message(), session->result());
+  if (!s.ok())
+    return finish_job(*job, session->over_context() ? JobError::kContextLength : JobError::kInvalidRequest, s.message(),
+                      session->result());
   job->mark_started();
   active_.push_back(Slot{std::move(job), std::move(session), {}, 0, false});
 }

@@ -36,7 +36,8 @@ struct InferenceRequest {
 
 enum class JobError {
   kNone,
-  kInvalidRequest,  // Session::prepare refused it (prompt over the context, bad image size, bad options)
+  kInvalidRequest,  // Session::prepare refused it (bad image size, bad options)
+  kContextLength,   // Session::prepare refused it: the prompt does not fit the context
   kTimeout,         // past its timeout, queued or running
   kCancelled,       // the client went away
   kShutdown,        // the server stopped before the request finished

@@ -59,6 +59,7 @@ Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vec
                         const GenerateOptions& options) {
   phase_ = Phase::kDone;
   result_ = GenerateResult{};
+  over_context_ = false;
   options_ = options;
   QVL_RETURN_IF_ERROR(options.sampling.validate());
   if (options.max_tokens < 0) return Status::Error("max_tokens must be >= 0, got " + std::to_string(options.max_tokens));
@@ -74,6 +75,9 @@ Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vec
   const ModelConfig& cfg = model_.config();
   const ImageProcessorConfig& ipc = model_.image_config();
   const Tokenizer& tok = model_.tokenizer();
+  if (const auto& lb = options.sampling.logit_bias; !lb.empty() && lb.back().first >= tok.vocab_size())
+    return Status::Error("logit_bias: token id " + std::to_string(lb.back().first) + " is outside the vocabulary [0, " +
+                         std::to_string(tok.vocab_size()) + ")");
   GenerateTimings& tm = result_.timings;
   start_ms_ = now_ms();
 
@@ -169,7 +173,8 @@ Status Session::prepare(const std::vector<ChatMessage>& messages, const std::vec
   const int64_t n_prompt = static_cast<int64_t>(ids_.size());
   tm.prompt_tokens = static_cast<int>(n_prompt);
   if (n_prompt == 0) return Status::Error("the prompt is empty");
-  if (options.pooled ? n_prompt > options.context : n_prompt >= options.context)
+  over_context_ = options.pooled ? n_prompt > options.context : n_prompt >= options.context;
+  if (over_context_)
     return Status::Error("the prompt has " + std::to_string(n_prompt) + " tokens, over the context of " +
                          std::to_string(options.context) + "; shorten it, use smaller images or videos (max_pixels, "
                          "fps) or a larger context");

@@ -45,6 +45,8 @@ class Session {
                  const std::vector<std::shared_ptr<const PreprocessedVideo>>& videos, const GenerateOptions& options);
 
   Phase phase() const { return phase_; }
+  // prepare() refused the prompt because it does not fit the context (an API's context_length_exceeded).
+  bool over_context() const { return over_context_; }
   bool done() const { return phase_ == Phase::kDone; }
 
   // kVision: the images still missing, each with its key (an image given twice appears once).
@@ -102,6 +104,7 @@ class Session {
   SessionCaches caches_;
   GenerateOptions options_;
   Phase phase_ = Phase::kDone;
+  bool over_context_ = false;  // the last prepare() refused a prompt over the context
 
   // The prompt.
   std::vector<int32_t> ids_;         // [n_prompt]

@@ -4,10 +4,12 @@
 #include "tensor/quant.h"
 #include "model/tensor_specs.h"
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <semaphore>
 #include <random>
 
@@ -204,6 +206,30 @@ Status read_logprobs(const json& obj, const char* flag_key, const char* top_key,
   return Status::Ok();
 }
 
+Status read_logit_bias(const json& obj, const char* key, std::vector<std::pair<int32_t, float>>& out,
+                       const std::string& where) {
+  out.clear();
+  const json* v = find(obj, key);
+  if (!v) return Status::Ok();
+  const std::string name = field(where, key);
+  if (!v->is_object()) return wrong_type(name, "an object of token ids to biases, such as {\"151645\": -100}", *v);
+  std::map<int32_t, float> bias;
+  for (const auto& [k, b] : v->items()) {
+    int64_t id = -1;
+    const bool digits = !k.empty() && k.size() <= 9 && std::all_of(k.begin(), k.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) id = std::stoll(k);
+    if (id < 0) return Status::Error(name + ": the key '" + k.substr(0, 40) + "' is not a token id; expected a decimal id such as \"151645\"");
+    if (!b.is_number()) return wrong_type(name + "." + k, "a number in [-100, 100]", b);
+    const double d = b.get<double>();
+    if (!(d >= -SamplingParams::kMaxLogitBias && d <= SamplingParams::kMaxLogitBias))
+      return Status::Error(name + "." + k + ": expected a bias in [-100, 100], got " + b.dump());
+    if (!bias.emplace(static_cast<int32_t>(id), static_cast<float>(d)).second)
+      return Status::Error(name + ": token " + std::to_string(id) + " is given twice (as '" + k + "' and another spelling)");
+  }
+  out.assign(bias.begin(), bias.end());
+  return Status::Ok();
+}
+
 uint64_t random_seed() {
   static thread_local std::mt19937_64 gen{std::random_device{}()};
   return gen();
@@ -253,6 +279,7 @@ ApiError submit_error(SubmitError e, const ApiContext& ctx) {
 ApiError job_error(const JobUpdate& u) {
   switch (u.error) {
     case JobError::kInvalidRequest: return {400, u.error_message};
+    case JobError::kContextLength: return {400, u.error_message, "context_length_exceeded"};
     case JobError::kTimeout: return {504, u.error_message, "timeout"};
     case JobError::kShutdown: return {503, u.error_message, "shutting_down", "", 5};
     case JobError::kCancelled: return {499, u.error_message, "cancelled"};

@@ -89,6 +89,11 @@ Status read_max_tokens(const json& obj, const char* key, int& out, const std::st
 // alternatives per token; only with the flag), into GenerateOptions::logprobs (-1 when off).
 Status read_logprobs(const json& obj, const char* flag_key, const char* top_key, int& out, const std::string& where = "");
 
+// OpenAI's logit_bias: {"token id": bias, ...} with decimal ids and biases in [-100, 100], into `out`
+// (ascending ids; empty when absent, null or {}). Ids past the vocabulary are refused by Session::prepare.
+Status read_logit_bias(const json& obj, const char* key, std::vector<std::pair<int32_t, float>>& out,
+                       const std::string& where = "");
+
 // A seed for requests that do not give one, so that sampling differs between requests as clients expect.
 uint64_t random_seed();
 

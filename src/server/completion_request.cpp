@@ -73,8 +73,7 @@ Result<CompletionRequest> parse_completion(const json& body, const GenerateOptio
     QVL_RETURN_IF_ERROR(read_int(body, key, n));
     if (n != 1) return Status::Error(std::string(key) + ": only 1 is supported, got " + std::to_string(n));
   }
-  if (auto lb = body.find("logit_bias"); lb != body.end() && !lb->is_null() && !(lb->is_object() && lb->empty()))
-    return Status::Error("logit_bias: not supported; leave it out");
+  QVL_RETURN_IF_ERROR(read_logit_bias(body, "logit_bias", r.options.sampling.logit_bias));
   QVL_RETURN_IF_ERROR(read_bool(body, "stream", r.stream));
   if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
     if (!so->is_object()) return Status::Error("stream_options: expected an object such as {\"include_usage\": true}");

@@ -262,9 +262,7 @@ Result<ChatCompletionRequest> parse_chat_completion(const json& body, const Gene
   int64_t n = 1;
   QVL_RETURN_IF_ERROR(read_int(body, "n", n));
   if (n != 1) return Status::Error("n: only 1 choice per request is supported, got " + std::to_string(n));
-  // Refused rather than ignored: a client that bans tokens with it must not get them silently.
-  if (auto lb = body.find("logit_bias"); lb != body.end() && !lb->is_null() && !(lb->is_object() && lb->empty()))
-    return Status::Error("logit_bias: not supported; leave it out");
+  QVL_RETURN_IF_ERROR(read_logit_bias(body, "logit_bias", r.options.sampling.logit_bias));
   QVL_RETURN_IF_ERROR(read_logprobs(body, "logprobs", "top_logprobs", r.options.logprobs));
   r.logprobs = r.options.logprobs >= 0;
   if (auto rf = body.find("response_format"); rf != body.end() && !rf->is_null()) {

@@ -168,6 +168,24 @@ def test_bad_request_raises_bad_request_error(client):
             model="qwen3-vl", messages=[image_message("data:image/png;base64,bm90IGFuIGltYWdl", "What is this?")])
 
 
+def test_logit_bias_and_context_length_code(client, server):
+    # The SDK's logit_bias (token id -> bias) steers the sampler: +100 on "Hello" (9707) is every token, sampled too.
+    r = client.chat.completions.create(model="qwen3-vl", messages=[{"role": "user", "content": "hi"}], max_tokens=3,
+                                       temperature=1.0, seed=3, logit_bias={"9707": 100})
+    assert r.choices[0].message.content == "HelloHelloHello"
+    c = client.completions.create(model="qwen3-vl", prompt="hi", max_tokens=2, temperature=0, logit_bias={"9707": 100})
+    assert c.choices[0].text == "HelloHello"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="qwen3-vl", messages=[{"role": "user", "content": "hi"}],
+                                       logit_bias={"9707": 250})
+    assert "logit_bias.9707" in e.value.message
+    # A prompt over the context carries OpenAI's code, which clients branch on.
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="qwen3-vl", messages=[{"role": "user", "content": "word " * 20000}],
+                                       max_tokens=2)
+    assert e.value.code == "context_length_exceeded", e.value.body
+
+
 def test_unknown_model_raises_not_found(client):
     with pytest.raises(openai.NotFoundError):
         client.models.retrieve("no-such-model")

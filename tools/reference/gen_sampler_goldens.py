@@ -1,6 +1,6 @@
 """Writes tests/data/sampler_golden.json: deterministic logits run through the logits processors that
-transformers' own GenerationMixin._get_logits_processor builds for a GenerationConfig (repetition penalty,
-temperature, top-k, top-p, min-p, in HF's order), recording which token ids survive, their processed logits,
+transformers' own GenerationMixin._get_logits_processor builds for a GenerationConfig (a bias per token,
+repetition penalty, temperature, top-k, top-p, min-p, in HF's order), recording which token ids survive, their processed logits,
 and the greedy (do_sample=False) token.
 
 Parameters are passed to HF as the float32 values the C++ SamplingParams holds (e.g. top_p=float32(0.8)), so
@@ -56,10 +56,13 @@ class _Mixin:
 
 
 def processors(do_sample, p, input_len):
+    # OpenAI's logit_bias is HF's sequence_bias with one-token sequences: {(id,): bias} (its list form refuses
+    # token 0).
+    bias = {(int(i),): f32(b) for i, b in p["logit_bias"]} if p.get("logit_bias") else None
     gc = GenerationConfig(do_sample=do_sample, temperature=f32(p.get("temperature", 1.0)),
                           top_k=p.get("top_k", 0), top_p=f32(p.get("top_p", 1.0)),
                           min_p=f32(p["min_p"]) if p.get("min_p", 0.0) > 0 else None,
-                          repetition_penalty=f32(p.get("repetition_penalty", 1.0)))
+                          repetition_penalty=f32(p.get("repetition_penalty", 1.0)), sequence_bias=bias)
     return GenerationMixin._get_logits_processor(_Mixin(), gc, input_ids_seq_length=input_len, device="cpu",
                                                  model_kwargs={})
 
@@ -95,7 +98,7 @@ def run_case(name, logits, params, input_ids, synth=None):
         # The value each removed token had before the warpers filtered it (penalties + temperature applied):
         # every warper keeps a threshold set, so the survivors are exactly the values >= kept_min.
         removed_max = float(pre_warp[removed].max())
-        assert removed_max < kept_min, name
+        assert removed_max < kept_min, (name, removed_max, kept_min)
     if topp_in is not None:
         check_top_p_margin(name, topp_in, params)
     case = {"name": name, "params": params, "input_ids": input_ids,
@@ -157,6 +160,17 @@ def main():
     cases.append(run_case("small_everything", ties, {"temperature": 0.6, "top_k": 10, "top_p": 0.7,
                                                      "min_p": 0.05, "repetition_penalty": 1.25},
                           [int(order[0]), int(order[4]), 11, 12, 12, int(order[-1])]))
+    # logit_bias (sequence_bias), before the repetition penalty: a ban, a boost past the maximum, a token both
+    # biased and penalized (order matters: (x + b) / rp), and greedy decided by the bias.
+    cases.append(run_case("small_logit_bias", small, {"temperature": 1.0, "top_k": 0, "top_p": 0.8,
+                                                      "logit_bias": [[int(order[0]), -100.0], [int(order[5]), 3.5],
+                                                                     [int(order[12]), 1.25], [49, -0.75]]}, []))
+    cases.append(run_case("small_logit_bias_repetition", small, {"temperature": 0.8, "top_k": 10, "top_p": 1.0,
+                                                                 "repetition_penalty": 1.3,
+                                                                 "logit_bias": [[int(order[2]), 2.5],
+                                                                                [int(order[6]), -1.5],
+                                                                                [int(order[9]), 100.0]]},
+                          [int(order[2]), int(order[6]), int(order[9]), 4]))
 
     vocab = 151936
     # Coarse levels: many ties, including the forced ones below at the top-k boundary and the maximum.
@@ -184,6 +198,10 @@ def main():
                           synth=fine))
     cases.append(run_case("large_minp_no_topk", big_fine, {"temperature": 1.0, "top_k": 0, "top_p": 1.0,
                                                            "min_p": 0.01}, [], synth=fine))
+    cases.append(run_case("large_logit_bias_qwen_default", big_fine, {"temperature": 0.7, "top_k": 20, "top_p": 0.8,
+                                                                      "logit_bias": [[0, -100.0], [77777, 9.0],
+                                                                                     [135715, -2.0], [151645, 12.5]]}, [],
+                          synth=fine))
     cases.append(run_case("large_temp05_topp_minp", big_fine, {"temperature": 0.5, "top_k": 0, "top_p": 0.95,
                                                                "min_p": 0.001}, [], synth=fine))
 
