@@ -1,6 +1,7 @@
 // Requests `qvl serve` must refuse with a clear 4xx in each API's error shape while it keeps serving: bad
 // JSON, missing fields, bad or unsupported images, oversize bodies, prompts over the context, API keys, CORS
 // and local image paths outside --image-dir; plus the base64 decoder.
+#include "server/http/request.h"
 #include "test_server_fixture.h"
 
 namespace qvl::test {
@@ -259,6 +260,65 @@ TEST_F(ServerErrors, PathsAreDecodedAndAWrongMethodIs405) {
     EXPECT_EQ(r->get_header_value("Allow"), w.allow) << w.method << " " << w.path;
   }
   EXPECT_EQ(post("/v1/nothing", json::object()).status, 404);
+}
+
+// A query string's pairs: %XX and '+' decoded, empty pairs skipped, a name without '=' an empty value; a bad
+// escape or a control character refuses the whole query.
+TEST(HttpQuery, PairsAreDecodedInOrderAndBadEscapesRefused) {
+  using Pairs = std::vector<std::pair<std::string, std::string>>;
+  Pairs got;
+  ASSERT_TRUE(server::http::parse_query("limit=2&order=asc&&include%5B%5D=message.input_image.image_url&flag&x=a+b%2Bc=d", got));
+  EXPECT_EQ(got, (Pairs{{"limit", "2"}, {"order", "asc"}, {"include[]", "message.input_image.image_url"}, {"flag", ""},
+                        {"x", "a b+c=d"}}));
+  ASSERT_TRUE(server::http::parse_query("", got));
+  EXPECT_TRUE(got.empty());
+  ASSERT_TRUE(server::http::parse_query("caf%C3%A9=%E2%82%AC", got));
+  EXPECT_EQ(got, (Pairs{{"caf\xC3\xA9", "\xE2\x82\xAC"}}));
+  for (const char* bad : {"a=%zz", "a=%2", "a%", "a=%00", "a=b%0Ac", "a=%C3", "a=%C2%85", "a=\x01"})
+    EXPECT_FALSE(server::http::parse_query(bad, got)) << bad;
+}
+
+// GET /v1/responses/{id}/input_items as OpenAI lists them: newest first, limit/after/order from the query, the
+// query's bad values named; an unknown or unstored response is a 404.
+TEST_F(ServerErrors, ResponseInputItemsAreListedFromTheQuery) {
+  start();
+  const Reply first = post("/v1/responses", json{{"input", "one"}, {"max_output_tokens", 2}});
+  ASSERT_EQ(first.status, 200) << first.body;
+  const std::string a = first.json_body()["id"];
+  const Reply second = post("/v1/responses", json{{"input", json::array({json{{"role", "user"}, {"content", "two"}},
+                                                                         json{{"role", "user"}, {"content", "three"}}})},
+                                                  {"previous_response_id", a}, {"max_output_tokens", 2}});
+  ASSERT_EQ(second.status, 200) << second.body;
+  const std::string b = second.json_body()["id"];
+  const Reply all = get("/v1/responses/" + b + "/input_items");
+  ASSERT_EQ(all.status, 200) << all.body;
+  const json items = all.json_body()["data"];
+  ASSERT_EQ(items.size(), 4u) << all.body;  // three, two, the first answer, one
+  EXPECT_EQ(items[0]["content"][0]["text"], "three");
+  EXPECT_EQ(items[1]["content"][0]["text"], "two");
+  EXPECT_EQ(items[2]["id"], first.json_body()["output"][0]["id"]);
+  EXPECT_EQ(items[3]["content"][0], (json{{"type", "input_text"}, {"text", "one"}}));
+  EXPECT_EQ(all.json_body()["object"], "list");
+  EXPECT_EQ(all.json_body()["first_id"], items[0]["id"]);
+  EXPECT_EQ(all.json_body()["last_id"], items[3]["id"]);
+  EXPECT_EQ(all.json_body()["has_more"], false);
+  const Reply page = get("/v1/responses/" + b + "/input_items?order=asc&limit=3&after=" + items[3]["id"].get<std::string>());
+  ASSERT_EQ(page.status, 200) << page.body;
+  EXPECT_EQ(page.json_body()["data"].size(), 3u);
+  EXPECT_EQ(page.json_body()["data"][0]["id"], items[2]["id"]);
+  EXPECT_EQ(page.json_body()["has_more"], false);
+  EXPECT_EQ(get("/v1/responses/" + a + "/input_items").json_body()["data"].size(), 1u);
+  for (const auto& [query, says] : std::vector<std::pair<std::string, std::string>>{
+           {"limit=0", "limit: expected an integer from 1 to 100, got '0'"}, {"limit=1x", "limit"},
+           {"order=up", "order: expected asc or desc"}, {"after=msg_none", "after: no input item 'msg_none'"},
+           {"include=file_search_call.results", "include: 'file_search_call.results' is not supported"},
+           {"limit=%zz", "the query string is malformed"}}) {
+    const Reply r = get("/v1/responses/" + b + "/input_items?" + query);
+    EXPECT_EQ(r.status, 400) << query << ": " << r.body;
+    EXPECT_NE(r.body.find(says), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(get("/v1/responses/resp_none/input_items").status, 404);
+  EXPECT_EQ(post("/v1/responses/" + b + "/input_items", json::object()).status, 405);
 }
 
 // Sampling and log-probability fields at the edges of their ranges: top_p 0 is taken (transformers keeps the most

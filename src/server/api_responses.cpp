@@ -3,7 +3,12 @@
 // model, the assistant's message (output_text, with logprobs when included) and function calls. Stored
 // responses (store: true, the default) keep their conversation so that a follow-up sends only its new turn
 // with previous_response_id; its prompt then starts with the same tokens, which the prefix cache restores.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <memory>
+#include <unordered_map>
 
 #include "server/api.h"
 #include "server/logprobs_json.h"
@@ -183,6 +188,34 @@ class ResponseBuilder {
   json response_;
 };
 
+// The store keeps an input item's media (an input_image's image_url, an input_video's video_url, an input_file's
+// file_data: data URIs of megabytes) once, in the conversation's chat messages; its input items hold a key of each.
+const char* const kMediaFields[][2] = {{"input_image", "image_url"}, {"input_video", "video_url"}, {"input_file", "file_data"}};
+
+std::string media_key(const std::string& value) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "qvl-media:%016zx", std::hash<std::string>{}(value));
+  return buf;
+}
+
+// Calls f(part, field) for each media field of the message items' content parts.
+template <class F>
+void for_each_media(json& items, F f) {
+  for (json& item : items) {
+    if (!item.is_object() || item.value("type", "") != "message" || !item.contains("content") || !item["content"].is_array())
+      continue;
+    for (json& part : item["content"]) {
+      if (!part.is_object()) continue;
+      for (const auto& [type, field] : kMediaFields)
+        if (part.value("type", "") == type && part.contains(field) && part[field].is_string()) f(part, std::string(field));
+    }
+  }
+}
+
+void by_reference(json& items) {
+  for_each_media(items, [](json& part, const std::string& field) { part[field] = media_key(part[field].get<std::string>()); });
+}
+
 ApiError not_found(const std::string& id, const char* param) {
   return {404, "no stored response '" + id + "': it is unknown, was stored with store: false, or was evicted (the server keeps "
                "--response-store-mb of them); send the whole conversation as input instead",
@@ -197,10 +230,13 @@ void create_response(ApiContext& ctx, const http::Request& req, http::Response& 
   auto previous = read_previous_response_id(*body);
   if (!previous.ok()) return fail({400, previous.status().message(), "", "previous_response_id"});
   json history = json::array();
+  json items = json::array();  // what the model is given: the previous response's input items and output, then this input
   if (!previous->empty()) {
     auto stored = ctx.responses ? ctx.responses->get(*previous) : std::nullopt;
     if (!stored) return fail(not_found(*previous, "previous_response_id"));
     history = std::move(stored->messages);
+    items = std::move(stored->input_items);
+    for (auto& item : stored->response["output"]) items.push_back(std::move(item));
   }
   auto parsed = parse_responses(*body, history, ctx.defaults);
   if (!parsed.ok()) return fail({400, parsed.status().message()});
@@ -234,11 +270,13 @@ void create_response(ApiContext& ctx, const http::Request& req, http::Response& 
   // The conversation a follow-up continues: the previous one, this input, this answer.
   json conversation = std::move(history);
   for (auto& m : r.input) conversation.push_back(std::move(m));
+  for (auto& item : r.input_items) items.push_back(std::move(item));
+  by_reference(items);
   ResponseStore* store = r.store ? ctx.responses : nullptr;
-  auto keep = [store, id, conversation](const ResponseBuilder& rb) mutable {
+  auto keep = [store, id, conversation, items](const ResponseBuilder& rb) mutable {
     if (!store) return;
     conversation.push_back(rb.assistant_message());
-    store->put(id, ResponseStore::Entry{rb.response(), std::move(conversation)});
+    store->put(id, ResponseStore::Entry{rb.response(), std::move(conversation), std::move(items)});
   };
   // The answer's text through the splitters: reasoning (a Thinking model), tool calls, then prose.
   auto thoughts = thinking ? std::make_shared<ReasoningStream>() : nullptr;
@@ -307,9 +345,83 @@ void create_response(ApiContext& ctx, const http::Request& req, http::Response& 
   stream_job(res, "text/event-stream", std::move(a), watch, std::move(f));
 }
 
+// GET /v1/responses/{id}/input_items: OpenAI's list of the items the model was given, newest first unless
+// order=asc, `limit` (1-100, default 20) at a time after the item `after`; input images' URLs only with
+// include=message.input_image.image_url (data URIs are large), input files' data never.
+void list_input_items(const std::string& id, const ResponseStore::Entry& stored, const http::Request& req,
+                      http::Response& res) {
+  const json& items = stored.input_items;
+  auto fail = [&](const std::string& msg, const char* param) {
+    send_error(res, ApiFamily::kOpenAI, {400, msg, "", param});
+  };
+  std::vector<std::pair<std::string, std::string>> query;
+  if (!http::parse_query(req.query, query))
+    return fail("the query string is malformed: a '%' not followed by two hex digits, a control character or bytes that "
+                "are not UTF-8", "");
+  int64_t limit = 20;
+  bool ascending = false, image_urls = false;
+  std::string after;
+  for (const auto& [name, value] : query) {
+    if (name == "limit") {
+      char* end = nullptr;
+      limit = value.empty() ? 0 : std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || limit < 1 || limit > 100)
+        return fail("limit: expected an integer from 1 to 100, got '" + value.substr(0, 40) + "'", "limit");
+    } else if (name == "order") {
+      if (value != "asc" && value != "desc") return fail("order: expected asc or desc, got '" + value.substr(0, 40) + "'", "order");
+      ascending = value == "asc";
+    } else if (name == "after") {
+      after = value;
+    } else if (name == "include" || name == "include[]") {
+      if (value == "message.input_image.image_url") image_urls = true;
+      else if (value != "message.output_text.logprobs" && value != "reasoning.encrypted_content")
+        return fail("include: '" + value.substr(0, 60) + "' is not supported; expected message.input_image.image_url",
+                    "include");
+    }  // other parameters are ignored, as OpenAI ignores them
+  }
+  std::vector<const json*> order;
+  for (const json& item : items) order.push_back(&item);
+  if (!ascending) std::reverse(order.begin(), order.end());
+  size_t first = 0;
+  if (!after.empty()) {
+    while (first < order.size() && (*order[first]).value("id", "") != after) ++first;
+    if (first == order.size())
+      return fail("after: no input item '" + after.substr(0, 60) + "' in response '" + id + "'", "after");
+    ++first;
+  }
+  json data = json::array();
+  for (size_t k = first; k < order.size() && static_cast<int64_t>(data.size()) < limit; ++k) data.push_back(*order[k]);
+  // The images' URLs from the chat messages, by key, when asked for; other inline media are not repeated.
+  std::unordered_map<std::string, std::string> urls;
+  if (image_urls)
+    for (const json& m : stored.messages)
+      if (m.contains("content") && m["content"].is_array())
+        for (const json& part : m["content"])
+          if (part.is_object() && part.value("type", "") == "image_url" && part.contains("image_url") &&
+              part["image_url"].is_object() && part["image_url"].contains("url") && part["image_url"]["url"].is_string()) {
+            const std::string url = part["image_url"]["url"];
+            urls.emplace(media_key(url), url);
+          }
+  for_each_media(data, [&](json& part, const std::string& field) {
+    const auto it = urls.find(part[field].get<std::string>());
+    part[field] = field == "image_url" && it != urls.end() ? json(it->second) : json(nullptr);
+  });
+  const bool more = first + data.size() < order.size();
+  json out{{"object", "list"}, {"data", data},
+           {"first_id", data.empty() ? json(nullptr) : data.front()["id"]},
+           {"last_id", data.empty() ? json(nullptr) : data.back()["id"]}, {"has_more", more}};
+  send_json(res, 200, out);
+}
+
 void get_response(ApiContext& ctx, const http::Request& req, http::Response& res) {
-  auto stored = ctx.responses ? ctx.responses->get(req.path_param) : std::nullopt;
-  if (!stored) return send_error(res, ApiFamily::kOpenAI, not_found(req.path_param, "response_id"));
+  // {id} or {id}/input_items (response ids hold no '/': "resp_" and hex digits).
+  static const std::string kItems = "/input_items";
+  std::string id = req.path_param;
+  const bool items = id.size() > kItems.size() && id.compare(id.size() - kItems.size(), kItems.size(), kItems) == 0;
+  if (items) id.resize(id.size() - kItems.size());
+  auto stored = ctx.responses ? ctx.responses->get(id) : std::nullopt;
+  if (!stored) return send_error(res, ApiFamily::kOpenAI, not_found(id, "response_id"));
+  if (items) return list_input_items(id, *stored, req, res);
   send_json(res, 200, stored->response);
 }
 

@@ -7,7 +7,8 @@ namespace {
 // What an entry costs: its JSON text (what a client sent and got, images included) plus bookkeeping.
 size_t cost(const std::string& id, const ResponseStore::Entry& e) {
   const auto h = nlohmann::ordered_json::error_handler_t::replace;
-  return id.size() + e.response.dump(-1, ' ', false, h).size() + e.messages.dump(-1, ' ', false, h).size() + 256;
+  return id.size() + e.response.dump(-1, ' ', false, h).size() + e.messages.dump(-1, ' ', false, h).size() +
+         e.input_items.dump(-1, ' ', false, h).size() + 256;
 }
 }  // namespace
 

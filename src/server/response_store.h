@@ -21,6 +21,9 @@ class ResponseStore {
   struct Entry {
     nlohmann::ordered_json response;  // the response object as returned
     nlohmann::ordered_json messages;  // the conversation through this response: [{"role", "content", ...}]
+    // Every item the model was given as input, in order: the previous response's input items and output, then
+    // this request's input items (GET /v1/responses/{id}/input_items).
+    nlohmann::ordered_json input_items = nlohmann::ordered_json::array();
   };
   // Keeps `entry` under `id` (replacing one of that id). An entry over the whole budget is not kept; returns
   // whether it was.

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "server/api.h"
+#include "server/openai_shapes.h"
 
 namespace qvl::server {
 
@@ -77,6 +78,34 @@ Result<json> content_parts(const json& content, const std::string& where) {
     }
   }
   return parts;
+}
+
+// `input` (already read by input_messages: valid) as Responses items, each with an id.
+json input_items_of(const json& input) {
+  json items = json::array();
+  if (input.is_string()) {
+    items.push_back(json{{"id", random_id("msg_")}, {"type", "message"}, {"role", "user"}, {"status", "completed"},
+                         {"content", json::array({json{{"type", "input_text"}, {"text", input}}})}});
+    return items;
+  }
+  for (const json& in : input) {
+    const std::string type = item_type(in);
+    json item = json::object();
+    const char* prefix = type == "function_call" ? "fc_" : type == "function_call_output" ? "fco_" : type == "reasoning" ? "rs_" : "msg_";
+    item["id"] = in.contains("id") && in["id"].is_string() ? in["id"] : json(random_id(prefix));
+    item["type"] = type.empty() ? std::string("message") : type;
+    for (const auto& [k, v] : in.items())
+      if (k != "id" && k != "type") item[k] = v;
+    if (item["type"] == "message") {
+      if (item["content"].is_string()) {
+        const char* part = item["role"] == "assistant" ? "output_text" : "input_text";
+        item["content"] = json::array({json{{"type", part}, {"text", item["content"]}}});
+      }
+      if (!item.contains("status")) item["status"] = "completed";
+    }
+    items.push_back(std::move(item));
+  }
+  return items;
 }
 
 // The input items as chat messages; where[k]: the Responses path of message k.
@@ -343,6 +372,7 @@ Result<ResponsesRequest> parse_responses(const json& body, const json& history, 
   for (std::string& w : r.chat.warnings) w = rename(w, where);
   r.chat.options.logprobs = r.logprobs ? static_cast<int>(top_logprobs) : -1;
   r.input = std::move(this_input);
+  r.input_items = input_items_of(*input);
 
   // What the response object repeats.
   bool parallel_calls = true;

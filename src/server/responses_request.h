@@ -15,6 +15,10 @@ namespace qvl::server {
 struct ResponsesRequest {
   ChatCompletionRequest chat;     // the conversation: instructions, the previous response's, this input
   nlohmann::ordered_json input;   // this request's input items in chat-completions form (kept for follow-ups)
+  // This request's input as the Responses API's items (GET /v1/responses/{id}/input_items): a string input is one
+  // user message; a message's string content becomes one input_text (output_text for the assistant) part; an
+  // item without an id gets one (msg_, fc_, fco_, rs_).
+  nlohmann::ordered_json input_items;
   std::string instructions;
   std::string previous_response_id;
   bool store = true;

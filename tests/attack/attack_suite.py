@@ -350,6 +350,10 @@ def table(port):
                                                           JSON, port), "valid")
     for rid in ["resp_unknown", "..%2F..%2Fetc%2Fpasswd", "x" * 4000, "%00"]:
         add("api", f"GET /v1/responses/{rid[:20]}", request("GET", "/v1/responses/" + rid, b"", {}, port))
+    for rid in ["resp_unknown/input_items", "..%2F..%2Fetc%2Fpasswd/input_items", "x/input_items?limit=%zz",
+                "x/input_items?limit=99999999999999999999&order=" + "a" * 4000, "x/input_items?after=%C3&include=%00",
+                "/input_items", "x/input_items/input_items"]:
+        add("api", f"GET /v1/responses/{rid[:30]}", request("GET", "/v1/responses/" + rid, b"", {}, port))
 
     # --- too many messages / parts / images / huge strings
     many = {"model": "x", "max_tokens": 2, "messages": [{"role": "user", "content": "a"}] * 20000}

@@ -1,7 +1,8 @@
 // Fuzz target: raw HTTP/1.1 requests as a client's bytes -> the checks http_server.cpp runs on them
 // (server/http/framing.h) around Beast's parser: raw_header_error on the header's bytes, Beast's header parse,
 // framing_error on the parsed fields, then the body through BodyReader as the server reads it
-// (chunk_framing_error on what the parser leaves after each batch), and the path's %-decoding (decode_path). Nothing may throw out or abort (Beast's
+// (chunk_framing_error on what the parser leaves after each batch), the path's %-decoding (decode_path) and the
+// query's pairs (parse_query). Nothing may throw out or abort (Beast's
 // assertions are live: the build has no NDEBUG); every refusal has a status the server sends and says why. The body is fed twice, whole and a byte at a time: a body taken
 // whole must be taken a byte at a time too, with the same bytes (the incremental checks never refuse a
 // request that arrives slowly).
@@ -107,6 +108,34 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       QVL_CHECK(path.size() <= raw.size());
       QVL_CHECK(std::none_of(path.begin(), path.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; }));
       if (raw.find('%') == std::string_view::npos) QVL_CHECK(path == raw);
+    }
+    // The query's pairs (parse_query): decoded text without controls, no longer than what was sent; without '%'
+    // and '+', the names and values joined back with '=' and '&' are the query itself, empty pairs left out.
+    if (const size_t q = target.find('?'); q != std::string::npos) {
+      const std::string_view query = std::string_view(target).substr(q + 1);
+      std::vector<std::pair<std::string, std::string>> pairs;
+      if (http::parse_query(query, pairs)) {
+        size_t bytes = 0;
+        for (const auto& [name, value] : pairs) {
+          bytes += name.size() + value.size();
+          for (const std::string* part : {&name, &value})
+            QVL_CHECK(std::none_of(part->begin(), part->end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; }));
+        }
+        QVL_CHECK(bytes <= query.size());
+        if (query.find_first_of("%+") == std::string_view::npos && query.find("&&") == std::string_view::npos &&
+            !query.empty() && query.front() != '&' && query.back() != '&') {
+          std::string joined;
+          for (const auto& [name, value] : pairs) joined += (joined.empty() ? "" : "&") + name + "=" + value;
+          std::string expected;  // every pair written as name=value
+          for (size_t start = 0; start <= query.size();) {
+            const size_t end = std::min(query.find('&', start), query.size());
+            std::string pair(query.substr(start, end - start));
+            expected += (expected.empty() ? "" : "&") + (pair.find('=') == std::string::npos ? pair + "=" : pair);
+            start = end + 1;
+          }
+          QVL_CHECK(joined == expected);
+        }
+      }
     }
   }
   std::vector<std::pair<std::string, std::string>> headers;

@@ -135,6 +135,41 @@ def test_previous_response_id_continues_with_the_prefix_cache(client, server):
     assert got.id == follow.id and got.output_text == follow.output_text
 
 
+def test_input_items_list_what_the_model_was_given(client, server, image_data_uri):
+    # client.responses.input_items.list: this response's input after the previous response's input and output,
+    # newest first (OpenAI's default), paged with limit/after, ascending with order="asc".
+    first = client.responses.create(model=server.model, input="My name is Ada.", instructions="Be brief.",
+                                    max_output_tokens=4, temperature=0)
+    follow = client.responses.create(model=server.model, previous_response_id=first.id, max_output_tokens=4, temperature=0,
+                                     input=[{"role": "user", "content": [
+                                         {"type": "input_text", "text": "Describe it."},
+                                         {"type": "input_image", "image_url": image_data_uri, "detail": "low"}]}])
+    items = list(client.responses.input_items.list(follow.id))
+    assert [i.type for i in items] == ["message"] * 3
+    assert [i.role for i in items] == ["user", "assistant", "user"]
+    assert items[0].content[0].text == "Describe it." and items[0].content[1].type == "input_image"
+    assert items[0].content[1].image_url is None  # only with include=message.input_image.image_url
+    assert items[1].id == first.output[0].id and items[1].content[0].text == first.output_text
+    assert items[2].content[0].type == "input_text" and items[2].content[0].text == "My name is Ada."
+    assert len({i.id for i in items}) == 3
+    asc = client.responses.input_items.list(follow.id, order="asc", limit=2)
+    assert [i.id for i in asc.data] == [items[2].id, items[1].id] and asc.has_more
+    rest = client.responses.input_items.list(follow.id, order="asc", limit=2, after=asc.data[-1].id)
+    assert [i.id for i in rest.data] == [items[0].id] and not rest.has_more
+    with_urls = client.responses.input_items.list(follow.id, include=["message.input_image.image_url"])
+    assert with_urls.data[0].content[1].image_url == image_data_uri
+    # Ids stay the same between calls, and a response with store=false has none to list.
+    assert [i.id for i in client.responses.input_items.list(follow.id)] == [i.id for i in items]
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.input_items.list(follow.id, limit=500)
+    assert "limit" in e.value.message
+    with pytest.raises(openai.BadRequestError):
+        client.responses.input_items.list(follow.id, after="msg_nope")
+    unstored = client.responses.create(model=server.model, input="hi", max_output_tokens=2, store=False)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.input_items.list(unstored.id)
+
+
 def test_logprobs_are_included_when_asked(client, server):
     r = client.responses.create(model=server.model, input="Count.", max_output_tokens=6, temperature=0,
                                 include=["message.output_text.logprobs"], top_logprobs=3)

@@ -36,13 +36,42 @@ std::string header_value(const Headers& headers, std::string_view name) {
   return "";
 }
 
+namespace {
+// A hex digit's value, or -1.
+int hex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// No C1 control (U+0080..U+009F: C2 80..C2 9F) in UTF-8 text.
+bool no_c1_controls(const std::string& s) {
+  for (size_t i = 0; i + 1 < s.size(); ++i)
+    if (static_cast<unsigned char>(s[i]) == 0xC2 && static_cast<unsigned char>(s[i + 1]) < 0xA0) return false;
+  return true;
+}
+
+// One query component: %XX and '+' decoded; false as decode_path.
+bool decode_component(std::string_view raw, std::string& out) {
+  out.clear();
+  for (size_t i = 0; i < raw.size(); ++i) {
+    unsigned char byte = static_cast<unsigned char>(raw[i]);
+    if (raw[i] == '+') {
+      byte = ' ';
+    } else if (raw[i] == '%') {
+      if (i + 2 >= raw.size() || hex(raw[i + 1]) < 0 || hex(raw[i + 2]) < 0) return false;
+      byte = static_cast<unsigned char>(hex(raw[i + 1]) * 16 + hex(raw[i + 2]));
+      i += 2;
+    }
+    if (byte < 0x20 || byte == 0x7F) return false;
+    out += static_cast<char>(byte);
+  }
+  return unicode::is_valid_utf8(out) && no_c1_controls(out);
+}
+}  // namespace
+
 bool decode_path(std::string_view raw, std::string& out) {
-  auto hex = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
   out.clear();
   out.reserve(raw.size());
   for (size_t i = 0; i < raw.size(); ++i) {
@@ -61,9 +90,25 @@ bool decode_path(std::string_view raw, std::string& out) {
     }
     i += 2;
   }
-  if (!unicode::is_valid_utf8(out)) return false;
-  for (size_t i = 0; i + 1 < out.size(); ++i)  // C1 controls: U+0080..U+009F are C2 80..C2 9F in UTF-8
-    if (static_cast<unsigned char>(out[i]) == 0xC2 && static_cast<unsigned char>(out[i + 1]) < 0xA0) return false;
+  return unicode::is_valid_utf8(out) && no_c1_controls(out);
+}
+
+bool parse_query(std::string_view raw, std::vector<std::pair<std::string, std::string>>& out) {
+  out.clear();
+  size_t start = 0;
+  while (start <= raw.size()) {
+    size_t end = raw.find('&', start);
+    if (end == std::string_view::npos) end = raw.size();
+    const std::string_view pair = raw.substr(start, end - start);
+    if (!pair.empty()) {
+      const size_t eq = pair.find('=');
+      std::string name, value;
+      if (!decode_component(pair.substr(0, eq), name)) return false;
+      if (eq != std::string_view::npos && !decode_component(pair.substr(eq + 1), value)) return false;
+      out.emplace_back(std::move(name), std::move(value));
+    }
+    start = end + 1;
+  }
   return true;
 }
 

@@ -31,6 +31,10 @@ std::string header_value(const Headers& headers, std::string_view name);
 bool decode_path(std::string_view raw, std::string& out);
 // A path segment as decode_path leaves it, its "%2F" and "%25" decoded: the id of /v1/models/{id}.
 std::string decode_segment(std::string_view segment);
+// A query string's name=value pairs in order ("a=1&b=&c" -> (a, 1), (b, ""), (c, "")), each name and value
+// %XX-decoded with '+' as a space (as clients encode them). False, as decode_path, on a malformed escape, a
+// control character or bytes that are not UTF-8.
+bool parse_query(std::string_view raw, std::vector<std::pair<std::string, std::string>>& out);
 
 // What a connection shares with the requests it carries: its socket and whether it has been closed.
 struct PeerState {
