@@ -191,6 +191,8 @@ TEST(CliErrors, BadValueNamesTheOption) {
       {{"run", "-m", "DIR", "-p", "hi", "--temp", "-1"}, {"--temp", ">= 0"}},
       {{"run", "-m", "DIR", "-p", "hi", "--top-p", "1.5"}, {"--top-p", "[0, 1]"}},
       {{"run", "-m", "DIR", "-p", "hi", "--logit-bias", "9707"}, {"--logit-bias", "expects ID=BIAS", "got '9707'"}},
+      {{"run", "-m", "DIR", "-p", "hi", "--fps", "abc"}, {"--fps: expects a number, got 'abc'"}},
+      {{"run", "-m", "DIR", "-p", "hi", "--fps", "0"}, {"--fps: must be in [0.01, 1000], got 0"}},
       {{"chat", "-m", "DIR", "--logit-bias", "9707=101"}, {"--logit-bias", "[-100, 100]", "got '9707=101'"}},
       {{"run", "-m", "DIR", "-p", "hi", "--logit-bias", "x=1"}, {"--logit-bias", "got 'x=1'"}},
       {{"run", "-m", "DIR", "-p", "hi", "--ctx", "8"}, {"--ctx", "[16, 1048576]"}},

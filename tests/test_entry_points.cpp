@@ -282,7 +282,7 @@ TEST_F(LoneBinary, ServeRefusesABadGgufBeforeListening) {
   EXPECT_TRUE(contains(dir_mmproj.err, "drop --mmproj")) << dir_mmproj.err;
 }
 
-// llama.cpp's and Ollama's spellings: -c/--ctx-size, --temperature, --n-predict, -ngl N (ignored with one
+// llama.cpp's and Ollama's spellings: -c/--ctx-size, --temperature, --n-predict, -ngl N or -1 (ignored with one
 // line), several files after one -i; an unknown option names the closest one; help shows no parser text.
 TEST_F(LoneBinary, AcceptsLlamaCppSpellings) {
   const std::string image448 = qvl::test::data_dir() + "/images/png_rgb8_448x448.png";
@@ -295,6 +295,8 @@ TEST_F(LoneBinary, AcceptsLlamaCppSpellings) {
   EXPECT_TRUE(contains(r.err, "(98 image tokens)")) << r.err;  // two images of 49
   Ran alone = run(qvl_, {"run", "-m", st, "-p", "hi", "-n", "1", "-t", "1", "-ngl"}, root_->path);
   EXPECT_EQ(alone.code, 0) << alone.err;
+  Ran all = run(qvl_, {"run", "-m", st, "-ngl", "-1", "-p", "hi", "-n", "1", "-t", "1"}, root_->path);  // llama.cpp's "all"
+  EXPECT_EQ(all.code, 0) << all.err;
   Ran size = run(qvl_, {"run", "-m", st, "-p", "hi", "-n", "1", "-t", "1", "--ctx-size", "8"}, root_->path);
   EXPECT_NE(size.code, 0);
   EXPECT_TRUE(contains(size.err, "--ctx")) << size.err;

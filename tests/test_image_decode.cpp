@@ -186,7 +186,7 @@ TEST(ImageDecode, PixelLimitRefusesBeforeDecoding) {
     tight.max_pixels = n - 1;
     auto refused = decode_image(bytes, tight);
     ASSERT_FALSE(refused.ok());
-    EXPECT_TRUE(contains(refused.status().message(), "over the limit of " + std::to_string(n - 1)))
+    EXPECT_TRUE(contains(refused.status().message(), "over the limit of " + std::to_string(n - 1) + " the decoder takes (hint: downscale"))
         << refused.status().message();
     ImageDecodeLimits exact;
     exact.max_pixels = n;

@@ -135,8 +135,13 @@ Args drop_gpu_options(const std::string& command, const Args& args) {
       out.push_back(a);
       continue;
     }
-    // The value: "=N" attached, or the next argument when it is a number (llama.cpp's "-ngl 99", "-ngl all").
-    if (a.find('=') == std::string::npos && i + 1 < args.size() && !args[i + 1].empty() && args[i + 1][0] != '-') ++i;
+    // The value: "=N" attached, or the next argument when it is one (llama.cpp's "-ngl 99", "-ngl all", "-ngl -1").
+    auto negative_number = [](const std::string& v) {
+      return v.size() > 1 && v[0] == '-' && std::all_of(v.begin() + 1, v.end(), [](char c) { return c >= '0' && c <= '9'; });
+    };
+    if (a.find('=') == std::string::npos && i + 1 < args.size() && !args[i + 1].empty() &&
+        (args[i + 1][0] != '-' || negative_number(args[i + 1])))
+      ++i;
     if (!said)
       std::fprintf(stderr, "%s: ignoring %s: qvl runs on the CPU (no layers to offload to a GPU)\n", command.c_str(),
                    name.c_str());
@@ -442,7 +447,13 @@ void add_video_options(CLI::App& app, VideoArgs& args) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--fps", args.options.fps, "video frames sampled per second")
       ->type_name("F")
-      ->check(CLI::Range(0.01, 1000.0))
+      ->check(
+          [](const std::string& v) -> std::string {
+            float x = 0;
+            if (!parse_float(v, &x)) return "expects a number, got '" + v + "'";
+            return x >= 0.01f && x <= 1000.0f ? std::string() : "must be in [0.01, 1000], got " + v;
+          },
+          "")
       ->default_str("the model's video_preprocessor_config.json (2)");
   app.add_option("--video-min-pixels", args.options.min_pixels, "videos with fewer pixels (all sampled frames) are scaled up")
       ->type_name("N")
