@@ -252,9 +252,11 @@ TEST_F(ServerErrors, PathsAreDecodedAndAWrongMethodIs405) {
   for (const Wrong& w : {Wrong{"POST", "/v1/models", "GET, HEAD"}, Wrong{"POST", "/v1/models/Qwen%2FTiny-VL", "GET, HEAD"},
                          Wrong{"POST", "/health", "GET, HEAD"}, Wrong{"GET", "/v1/embeddings", "POST"},
                          Wrong{"GET", "/v1/chat/completions", "POST"}, Wrong{"GET", "/api/embeddings", "POST"},
-                         Wrong{"POST", "/", "GET, HEAD"}, Wrong{"POST", "/v1/responses/resp_x", "GET, HEAD"}}) {
+                         Wrong{"POST", "/", "GET, HEAD"}, Wrong{"POST", "/v1/responses/resp_x", "GET, HEAD, DELETE"},
+                         Wrong{"DELETE", "/v1/models", "GET, HEAD"}, Wrong{"GET", "/api/delete", "DELETE"}}) {
     auto c = client();
-    auto r = std::string(w.method) == "GET" ? c->Get(w.path) : c->Post(w.path, "{}", "application/json");
+    const std::string m = w.method;
+    auto r = m == "GET" ? c->Get(w.path) : m == "DELETE" ? c->Delete(w.path) : c->Post(w.path, "{}", "application/json");
     ASSERT_TRUE(r) << w.path;
     EXPECT_EQ(r->status, 405) << w.method << " " << w.path << ": " << r->body;
     EXPECT_EQ(r->get_header_value("Allow"), w.allow) << w.method << " " << w.path;
@@ -319,6 +321,15 @@ TEST_F(ServerErrors, ResponseInputItemsAreListedFromTheQuery) {
   }
   EXPECT_EQ(get("/v1/responses/resp_none/input_items").status, 404);
   EXPECT_EQ(post("/v1/responses/" + b + "/input_items", json::object()).status, 405);
+  // DELETE forgets a stored response: it cannot be read, listed or continued any more; the one after it still can.
+  auto del = client()->Delete("/v1/responses/" + a);
+  ASSERT_TRUE(del);
+  ASSERT_EQ(del->status, 200) << del->body;
+  EXPECT_EQ(json::parse(del->body), (json{{"id", a}, {"object", "response"}, {"deleted", true}}));
+  EXPECT_EQ(get("/v1/responses/" + a).status, 404);
+  EXPECT_EQ(post("/v1/responses", json{{"input", "x"}, {"previous_response_id", a}}).status, 404);
+  EXPECT_EQ(client()->Delete("/v1/responses/" + a)->status, 404);
+  EXPECT_EQ(get("/v1/responses/" + b + "/input_items").status, 200);
 }
 
 // Sampling and log-probability fields at the edges of their ranges: top_p 0 is taken (transformers keeps the most

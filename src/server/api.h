@@ -200,7 +200,7 @@ void add_ollama_routes(http::Router& routes, ApiContext& ctx);
 void add_legacy_routes(http::Router& routes, ApiContext& ctx);
 void add_completion_routes(http::Router& routes, ApiContext& ctx);  // /v1/completions
 void add_tokenize_routes(http::Router& routes, ApiContext& ctx);    // /tokenize, /detokenize, /apply-template
-void add_responses_routes(http::Router& routes, ApiContext& ctx);   // /v1/responses, /v1/responses/{id}
+void add_responses_routes(http::Router& routes, ApiContext& ctx);   // /v1/responses, /v1/responses/{id}[/input_items]
 void add_document_routes(http::Router& routes, ApiContext& ctx);    // /v1/documents/pages (PDF page previews)
 void add_retrieval_routes(http::Router& routes, ApiContext& ctx);   // /v1/embeddings, /api/embed, /v1/rerank
 

@@ -301,7 +301,8 @@ void not_managed(const http::Request& req, http::Response& res) {
 
 void add_ollama_routes(http::Router& routes, ApiContext& ctx) {
   routes.post("/api/pull", [&ctx](const http::Request& req, http::Response& res) { pull(ctx, req, res); });
-  for (const char* path : {"/api/create", "/api/copy", "/api/push", "/api/delete"}) routes.post(path, not_managed);
+  for (const char* path : {"/api/create", "/api/copy", "/api/push"}) routes.post(path, not_managed);
+  routes.del("/api/delete", not_managed);  // Ollama's method for it
   routes.post("/api/chat", [&ctx](const http::Request& req, http::Response& res) { generate(ctx, req, res, true); });
   routes.post("/api/generate",
             [&ctx](const http::Request& req, http::Response& res) { generate(ctx, req, res, false); });

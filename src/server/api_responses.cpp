@@ -425,11 +425,20 @@ void get_response(ApiContext& ctx, const http::Request& req, http::Response& res
   send_json(res, 200, stored->response);
 }
 
+// DELETE /v1/responses/{id}: the stored response is forgotten (it can no longer be continued or listed), as
+// OpenAI answers: {"id", "object": "response", "deleted": true}.
+void delete_response(ApiContext& ctx, const http::Request& req, http::Response& res) {
+  if (!ctx.responses || !ctx.responses->erase(req.path_param))
+    return send_error(res, ApiFamily::kOpenAI, not_found(req.path_param, "response_id"));
+  send_json(res, 200, json{{"id", req.path_param}, {"object", "response"}, {"deleted", true}});
+}
+
 }  // namespace
 
 void add_responses_routes(http::Router& routes, ApiContext& ctx) {
   routes.post("/v1/responses", [&ctx](const http::Request& req, http::Response& res) { create_response(ctx, req, res); });
   routes.get_prefix("/v1/responses/", [&ctx](const http::Request& req, http::Response& res) { get_response(ctx, req, res); });
+  routes.del_prefix("/v1/responses/", [&ctx](const http::Request& req, http::Response& res) { delete_response(ctx, req, res); });
 }
 
 }  // namespace qvl::server

@@ -373,11 +373,11 @@ bool Server::Impl::on_header(const http::Request& req, http::Response& res) {
   }
   if (req.method == "OPTIONS") {  // a browser's preflight: no credentials on it, so no key check
     if (cors) {
-      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
       res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
       res.set_header("Access-Control-Max-Age", "600");
     }
-    res.set_header("Allow", "GET, POST, OPTIONS");
+    res.set_header("Allow", "GET, POST, DELETE, OPTIONS");
     res.status = 204;
     return true;
   }
@@ -488,11 +488,6 @@ Status Server::start() {
   };
   h.handle = [&s](http::Request& req, http::Response& res) { s.handle(req, res); };
   h.error = [](const http::Request& req, int status, const std::string& message, http::Response& res) {
-    // Ollama's DELETE /api/delete: the method is refused by the HTTP layer; the answer says why in Ollama's terms.
-    if (status == 405 && req.method == "DELETE" && req.path == "/api/delete")
-      return send_error(res, ApiFamily::kOllama, {501, "/api/delete is not supported: qvl serves the one model it was "
-                                                       "started with and keeps no model store of its own (remove hub "
-                                                       "files with `huggingface-cli delete-cache`)"});
     send_error(res, family_of(req.path), {status, message});
   };
   h.log = [&s](const http::Request& req, const http::Response& res) { s.log(req, res); };

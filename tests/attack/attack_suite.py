@@ -354,6 +354,10 @@ def table(port):
                 "x/input_items?limit=99999999999999999999&order=" + "a" * 4000, "x/input_items?after=%C3&include=%00",
                 "/input_items", "x/input_items/input_items"]:
         add("api", f"GET /v1/responses/{rid[:30]}", request("GET", "/v1/responses/" + rid, b"", {}, port))
+    for path, body in [("/v1/responses/resp_unknown", b""), ("/v1/responses/..%2F..%2Fetc%2Fpasswd", b""),
+                       ("/v1/responses/%00", b""), ("/v1/chat/completions", js({"messages": []})),
+                       ("/v1/responses/x", b"x" * 100000), ("/api/delete", js({"model": "x"}))]:
+        add("api", f"DELETE {path[:30]}", request("DELETE", path, body, JSON, port))
 
     # --- too many messages / parts / images / huge strings
     many = {"model": "x", "max_tokens": 2, "messages": [{"role": "user", "content": "a"}] * 20000}

@@ -168,6 +168,14 @@ def test_input_items_list_what_the_model_was_given(client, server, image_data_ur
     unstored = client.responses.create(model=server.model, input="hi", max_output_tokens=2, store=False)
     with pytest.raises(openai.NotFoundError):
         client.responses.input_items.list(unstored.id)
+    # client.responses.delete forgets one: it is no longer retrieved, listed or continued.
+    client.responses.delete(first.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(first.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.create(model=server.model, previous_response_id=first.id, input="again")
+    with pytest.raises(openai.NotFoundError):
+        client.responses.delete(first.id)
 
 
 def test_logprobs_are_included_when_asked(client, server):

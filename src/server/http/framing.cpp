@@ -115,8 +115,8 @@ FramingError framing_error(int version, std::string_view method,
       return {417, "the request expects '" + v.substr(0, 60) + "'; only 'Expect: 100-continue' is supported"};
   }
   // Methods are case-sensitive (RFC 9110 §9.1): "get" is no method this server knows.
-  if (method == "GET" || method == "HEAD" || method == "POST" || method == "OPTIONS") return {};
-  if (method == "PUT" || method == "DELETE" || method == "PATCH" || method == "TRACE" || method == "CONNECT")
+  if (method == "GET" || method == "HEAD" || method == "POST" || method == "DELETE" || method == "OPTIONS") return {};
+  if (method == "PUT" || method == "PATCH" || method == "TRACE" || method == "CONNECT")
     return {405, "method " + std::string(method) + " is not allowed; the server takes " + kAllowedMethods};
   return {501, "method '" + std::string(method.substr(0, 20)) + "' is not implemented (methods are upper case: " +
                    kAllowedMethods + ")"};

@@ -35,12 +35,12 @@ bool valid_host_value(std::string_view v);
 
 // What the parsed header's framing fields and method say is wrong (RFC 9112 §6, RFC 9110 §7.2, §9, §10.1.1):
 // only `chunked` (once, last) or Content-Length, not both (400); other codings 501; one valid Host (HTTP/1.1
-// needs one); Expect only 100-continue (417); GET, HEAD, POST, OPTIONS answered, the other methods of HTTP
+// needs one); Expect only 100-continue (417); GET, HEAD, POST, DELETE, OPTIONS answered, the other methods of HTTP
 // 405 (the caller adds Allow: kAllowedMethods), anything else 501. Each refusal closes the connection, since
 // what follows on it could not be told apart from the body. `version`: 10 or 11.
 FramingError framing_error(int version, std::string_view method,
                            const std::vector<std::pair<std::string, std::string>>& headers);
-inline constexpr const char* kAllowedMethods = "GET, HEAD, POST, OPTIONS";
+inline constexpr const char* kAllowedMethods = "GET, HEAD, POST, DELETE, OPTIONS";
 
 // A chunked body's bytes that the parser has not consumed yet: they start at a framing line (the CRLF that
 // ends a chunk's data, then the next chunk-size line; or, after the last chunk, the trailer lines up to a

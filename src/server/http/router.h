@@ -18,12 +18,14 @@ class Router {
   // GET of `prefix` followed by at least one character; the rest is given as Request::path_param, its "%2F" and
   // "%25" decoded (decode_segment).
   void get_prefix(std::string prefix, Handler h) { routes_.push_back({"GET", std::move(prefix), true, std::move(h)}); }
+  void del(std::string path, Handler h) { routes_.push_back({"DELETE", std::move(path), false, std::move(h)}); }
+  void del_prefix(std::string prefix, Handler h) { routes_.push_back({"DELETE", std::move(prefix), true, std::move(h)}); }
 
   // The methods some route takes at `path` ("GET, HEAD" for GET routes), comma-separated for an Allow header;
   // empty when no route has the path. For a 405 after dispatch() found none for the request's method.
   std::string methods(const std::string& path) const {
     std::string allow;
-    for (const char* m : {"GET", "POST"}) {
+    for (const char* m : {"GET", "POST", "DELETE"}) {
       bool any = false;
       for (const Route& r : routes_)
         any = any || (r.method == m && r.matches(path));
