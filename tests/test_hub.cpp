@@ -669,6 +669,57 @@ std::pair<int, std::string> http_get(int port, const std::string& path) {
   return {std::atoi(resp.c_str() + 9), body == std::string::npos ? "" : resp.substr(body + 4)};
 }
 
+// --revision reaches every command that takes a hub id: run downloads that commit (no refs/main); tokenize and
+// serve then find it in the cache with the hub gone, where the default branch is not there; an unknown
+// revision fails naming it; a local path refuses a revision rather than ignore it.
+TEST(HubHf, RunTokenizeAndServeTakeARevision) {
+  FakeHub fake;
+  ASSERT_TRUE(fake.ok());
+  const std::string cache = fresh_dir("cache");
+  CliResult run = run_qvl({"run", "--model", kRepo, "--revision", kCommit, "-p", "hi", "-n", "2"}, pull_env(fake, cache), 60);
+  ASSERT_EQ(run.rc, 0) << run.err;
+  EXPECT_TRUE(fs::exists(hf_root(cache) + "/snapshots/" + kCommit));
+  EXPECT_FALSE(fs::exists(hf_root(cache) + "/refs/main"));
+  CliResult bad = run_qvl({"run", "--model", kRepo, "--revision", "v9", "-p", "hi", "-n", "1"}, pull_env(fake, cache), 60);
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_NE(bad.err.find("no such revision"), std::string::npos) << bad.err;
+
+  auto offline = pull_env(fake, cache);
+  offline["HF_ENDPOINT"] = "http://127.0.0.1:1";
+  CliResult tok = run_qvl({"tokenize", "--model", kRepo, "--revision", kCommit, "hi"}, offline);
+  EXPECT_EQ(tok.rc, 0) << tok.err;
+  CliResult tok_main = run_qvl({"tokenize", "--model", kRepo, "hi"}, offline);
+  EXPECT_NE(tok_main.rc, 0);  // the default branch was never downloaded
+
+  int port = 0;
+  {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    ::close(fd);
+  }
+  const std::string d = fresh_dir("serve-revision");
+  Proc p = spawn({QVL_BINARY, "serve", "--model", kRepo, "--revision", kCommit, "--port", std::to_string(port), "--threads", "1"},
+                 offline, d + "/out", d + "/err");
+  bool ready = false;
+  for (const auto deadline = test::deadline_in(60); !ready && Clock::now() < deadline;) {
+    ready = http_get(port, "/health").first == 200;
+    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ::kill(p.pid, SIGTERM);
+  wait_for(p.pid, 20);
+  EXPECT_TRUE(ready) << (read_file_text(d + "/err").ok() ? *read_file_text(d + "/err") : "");
+
+  CliResult local = run_qvl({"run", "--model", tiny_model(), "--revision", "main", "-p", "hi"}, offline);
+  EXPECT_NE(local.rc, 0);
+  EXPECT_NE(local.err.find("--revision main is for a hub id, but --model"), std::string::npos) << local.err;
+}
+
 TEST(HubHf, ServeDownloadsInTheBackgroundAndHealthSaysHowFar) {
   FakeHub slow({"--rate", "8000000"});  // the 42 MB weights take ~5 s
   ASSERT_TRUE(slow.ok());

@@ -62,6 +62,8 @@ int cmd_chat(const Args& args) {
   WeightTypes weight_types = default_weight_types();
   SamplingArgs sampling;
   add_model_option(cli, model_dir, ModelSpec::kDirectoryOrHubId)->required();
+  std::string revision;
+  add_revision_option(cli, revision);
   std::string mmproj;
   add_mmproj_option(cli, mmproj);
   add_image_option(cli, image_paths);
@@ -83,7 +85,7 @@ int cmd_chat(const Args& args) {
   if (auto rc = check_image_sizes(cli.command(), opts.image.min_pixels, opts.image.max_pixels)) return *rc;
   const std::string& cmd = cli.command();
   {
-    auto dir = find_model_dir(cmd, model_dir);
+    auto dir = find_model_dir(cmd, model_dir, true, revision);
     if (!dir.ok()) return fail(cmd, dir.status().message());
     model_dir = *dir;
   }

@@ -123,6 +123,8 @@ int cmd_embed(const Args& args) {
   WeightTypes weight_types = default_weight_types();
   int64_t min_pixels = -1, max_pixels = -1;
   add_model_option(cli, model_dir, ModelSpec::kDirectoryOrHubId)->required();
+  std::string revision;
+  add_revision_option(cli, revision);
   cli.add_option("text", texts, "texts to embed, each an input of its own")->type_name("TEXT");
   cli.add_option("--image", image_paths, "image files to embed, each an input of its own (texts go before --image)")
       ->type_name("FILE");
@@ -150,7 +152,7 @@ int cmd_embed(const Args& args) {
   if (auto rc = check_image_sizes(cli.command(), min_pixels, max_pixels)) return *rc;
   const std::string& cmd = cli.command();
   {
-    auto dir = find_model_dir(cmd, model_dir);
+    auto dir = find_model_dir(cmd, model_dir, true, revision);
     if (!dir.ok()) return fail(cmd, dir.status().message());
     model_dir = *dir;
   }

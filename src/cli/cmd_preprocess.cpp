@@ -19,6 +19,8 @@ int cmd_preprocess(const Args& args) {
   std::string model, image_path, out_path;
   PreprocessOptions opts;
   add_model_option(cli, model, ModelSpec::kDirectoryOrHubId)->required();
+  std::string revision;
+  add_revision_option(cli, revision);
   add_image_option(cli, image_path)->required();
   add_image_size_options(cli, opts.min_pixels, opts.max_pixels);
   ImageDecodeLimits decode;
@@ -27,7 +29,7 @@ int cmd_preprocess(const Args& args) {
   if (auto rc = cli.parse_args(args)) return *rc;
   if (auto rc = check_image_sizes(cli.command(), opts.min_pixels, opts.max_pixels)) return *rc;
   {  // a hub id only from the cache: these commands read no weights
-    auto dir = find_model_dir(cli.command(), model, /*download=*/false);
+    auto dir = find_model_dir(cli.command(), model, /*download=*/false, revision);
     if (!dir.ok()) return fail(cli.command(), dir.status().message());
     model = *dir;
   }

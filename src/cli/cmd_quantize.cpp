@@ -18,6 +18,8 @@ int cmd_quantize(const Args& args) {
   WeightTypes types = default_weight_types();
   int threads = 0;  // Model::load: one per physical core
   add_model_option(cli, model_dir, ModelSpec::kDirectoryOrHubId)->required();
+  std::string revision;
+  add_revision_option(cli, revision);
   std::string mmproj;
   add_mmproj_option(cli, mmproj);
   cli.add_option("--out", out_dir, "the model directory to write")->type_name("DIR")->required();
@@ -34,7 +36,7 @@ int cmd_quantize(const Args& args) {
   add_thread_options(cli, threads);
   if (auto rc = cli.parse_args(args)) return *rc;
   {
-    auto dir = find_model_dir(cli.command(), model_dir);
+    auto dir = find_model_dir(cli.command(), model_dir, true, revision);
     if (!dir.ok()) return fail(cli.command(), dir.status().message());
     model_dir = *dir;
   }

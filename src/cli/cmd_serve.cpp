@@ -82,6 +82,8 @@ int cmd_serve(const std::vector<std::string>& args) {
   bool demo = false, quiet = false, allow_pull = false;
   double grace = 10;
   add_model_option(cli, model_spec, ModelSpec::kDirectoryOrHubId);
+  std::string revision;
+  add_revision_option(cli, revision);
   cli.add_flag("--demo", demo, "serve a tiny generated test model (random weights: gibberish answers)");
   add_model_files_option(cli, model_files);
   std::string alias;
@@ -171,6 +173,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   }
   if (demo && !model_spec.empty()) return fail(cmd, "give --model or --demo, not both");
   if (demo && !mmproj.empty()) return fail(cmd, "--mmproj is for a GGUF --model, not --demo");
+  if (demo && !revision.empty()) return fail(cmd, "--revision is for a hub id given as --model, not --demo");
   if (!demo && model_spec.empty()) {
     return fail(cmd, "--model is required: a model directory or a hub id such as Qwen/Qwen3-VL-2B-Instruct (or --demo "
                      "for a tiny test model); run 'qvl serve --help' for the options");
@@ -212,6 +215,7 @@ int cmd_serve(const std::vector<std::string>& args) {
     // the percentage) and the download's progress goes to the log meanwhile.
     ResolveOptions check;
     check.download = false;
+    check.revision = revision;
     auto cached = resolve_model(model_spec, check);
     if (cached.ok()) {
       o.model_id = cached->id;
@@ -244,9 +248,10 @@ int cmd_serve(const std::vector<std::string>& args) {
     } else {
       return fail(cmd, cached.status().message());
     }
-    loader = [model_spec, mmproj, weight_types, threads, progress]() -> Result<std::unique_ptr<Model>> {
+    loader = [model_spec, revision, mmproj, weight_types, threads, progress]() -> Result<std::unique_ptr<Model>> {
       ProgressBar bar(stderr, "qvl serve: download", /*tty=*/0);
       ResolveOptions r;
+      r.revision = revision;
       r.on_progress = [&](const hub::Progress& p) {
         progress->total_bytes.store(p.all_total);
         progress->done_bytes.store(p.all_done);

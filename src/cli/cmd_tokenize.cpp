@@ -81,6 +81,8 @@ int cmd_tokenize(const Args& args) {
   std::string model, text, file, chat;
   bool json = false, special = false, prompt = false, no_generation_prompt = false;
   add_model_option(cli, model, ModelSpec::kDirectoryOrHubId)->required();
+  std::string revision;
+  add_revision_option(cli, revision);
   cli.add_flag("--json", json, "print {\"ids\": [...], \"count\": N} (one line per input)");
   cli.add_flag("--special", special, "match control tokens such as <|im_start|> in the text");
   auto* t = cli.add_option("TEXT", text, "the text (text starting with '-' goes after '--'); without TEXT, --file or --chat: "
@@ -96,7 +98,7 @@ int cmd_tokenize(const Args& args) {
   if (auto rc = cli.parse_args(args)) return *rc;
   const std::string& cmd = cli.command();
   {  // a hub id only from the cache: these commands read no weights
-    auto dir = find_model_dir(cmd, model, /*download=*/false);
+    auto dir = find_model_dir(cmd, model, /*download=*/false, revision);
     if (!dir.ok()) return fail(cmd, dir.status().message());
     model = *dir;
   }

@@ -8,11 +8,13 @@
 
 namespace qvl::cli {
 
-Result<std::string> find_model_dir(const std::string& command, const std::string& spec, bool download) {
+Result<std::string> find_model_dir(const std::string& command, const std::string& spec, bool download,
+                                   const std::string& revision) {
   ProgressBar bar(stderr, command);
   bool shown = false;
   ResolveOptions o;
   o.download = download;
+  o.revision = revision;
   o.on_progress = [&](const hub::Progress& p) {
     if (!shown) std::fprintf(stderr, "qvl %s: downloading %s ...\n", command.c_str(), spec.c_str());
     shown = true;

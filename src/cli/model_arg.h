@@ -8,8 +8,10 @@
 
 namespace qvl::cli {
 
-// The model directory `spec` names. `download` false: a hub id must already be in the cache (commands that
-// read only the tokenizer and configs do not fetch gigabytes of weights).
-Result<std::string> find_model_dir(const std::string& command, const std::string& spec, bool download = true);
+// The model directory `spec` names, a hub id at `revision` (empty: the hub's default branch). `download` false: a
+// hub id must already be in the cache (commands that read only the tokenizer and configs do not fetch gigabytes
+// of weights).
+Result<std::string> find_model_dir(const std::string& command, const std::string& spec, bool download = true,
+                                   const std::string& revision = "");
 
 }  // namespace qvl::cli

@@ -250,6 +250,13 @@ CLI::Option* add_model_option(CLI::App& app, std::string& model, ModelSpec spec)
       ->type_name("DIR");
 }
 
+CLI::Option* add_revision_option(CLI::App& app, std::string& revision) {
+  return app.add_option("--revision", revision,
+                        "with a hub id: the branch, tag or commit to use (a pinned commit never changes under you)")
+      ->type_name("R")
+      ->default_str("the hub's default branch");
+}
+
 CLI::Option* add_mmproj_option(CLI::App& app, std::string& mmproj) {
   return app.add_option("--mmproj", mmproj,
                         "a GGUF model's vision file (mmproj-*.gguf), where it is not beside the model's .gguf; a "

@@ -56,6 +56,9 @@ enum class ModelSpec { kDirectory, kDirectoryOrHubId };
 // --model/-m DIR (or DIR|HUB_ID). Not required by itself: a command marks it ->required(), or (serve)
 // checks it against --demo.
 CLI::Option* add_model_option(CLI::App& app, std::string& model, ModelSpec spec = ModelSpec::kDirectory);
+// --revision R: with a hub id, the branch, tag or commit to use (from the cache, or downloaded), as `qvl pull
+// --revision` takes it; refused with a local path (resolve_model).
+CLI::Option* add_revision_option(CLI::App& app, std::string& revision);
 // --mmproj FILE: a GGUF model's vision file, where it is not beside the text model's file (llama.cpp's option).
 CLI::Option* add_mmproj_option(CLI::App& app, std::string& mmproj);
 // --model-files DIR: the checkpoint's config and tokenizer files (default: those that ship with qvl).

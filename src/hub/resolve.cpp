@@ -23,9 +23,17 @@ bool is_model_dir(const fs::path& dir) {
 Result<LocatedModel> resolve_model(const std::string& spec, const ResolveOptions& options) {
   std::error_code ec;
   if (spec.empty()) return Status::Error("--model is empty; give a model directory or a hub id");
+  // A revision names a hub commit: a local path has none, and a silent "ignored" would run other weights than
+  // the ones pinned.
+  auto local = [&](Result<LocatedModel> m) -> Result<LocatedModel> {
+    if (m.ok() && !options.revision.empty())
+      return Status::Error("--revision " + options.revision + " is for a hub id, but --model " + spec +
+                           " is a local path; drop --revision, or give the hub id");
+    return m;
+  };
   if (is_gguf_model(spec)) {  // llama.cpp's files: a .gguf (its mmproj beside it) or a folder of both
     const fs::path p(spec);
-    return LocatedModel{spec, fs::is_directory(p, ec) ? p.filename().string() : p.stem().string()};
+    return local(LocatedModel{spec, fs::is_directory(p, ec) ? p.filename().string() : p.stem().string()});
   }
   if (fs::is_directory(spec, ec)) {
     if (!is_model_dir(spec)) {
@@ -34,7 +42,7 @@ Result<LocatedModel> resolve_model(const std::string& spec, const ResolveOptions
     }
     fs::path canonical = fs::canonical(spec, ec);
     std::string name = (ec ? fs::path(spec) : canonical).filename().string();
-    return LocatedModel{spec, name.empty() ? spec : name};
+    return local(LocatedModel{spec, name.empty() ? spec : name});
   }
   // What can only be a local path is never looked up on a hub: an existing file that is not a .gguf, a path
   // written as one (/x, ./x, ../x, ~/x) and a missing .gguf file.
