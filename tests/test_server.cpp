@@ -197,6 +197,7 @@ TEST_F(ServerApi, PerImageResolution) {
   const Reply over = many(json::object());
   EXPECT_EQ(over.status, 400) << over.body;
   EXPECT_NE(over.body.find("over the context"), std::string::npos) << over.body;
+  EXPECT_EQ(over.json_body()["error"]["code"], "context_length_exceeded") << over.body;  // refused before the engine
   const Reply fits = many(json{{"detail", "low"}});
   ASSERT_EQ(fits.status, 200) << fits.body;
   EXPECT_EQ(tokens(fits), 8 * 64);

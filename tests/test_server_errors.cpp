@@ -314,7 +314,7 @@ TEST_F(ServerErrors, ResponseInputItemsAreListedFromTheQuery) {
            {"limit=0", "limit: expected an integer from 1 to 100, got '0'"}, {"limit=1x", "limit"},
            {"order=up", "order: expected asc or desc"}, {"after=msg_none", "after: no input item 'msg_none'"},
            {"include=file_search_call.results", "include: 'file_search_call.results' is not supported"},
-           {"limit=%zz", "the query string is malformed"}}) {
+           {"limit=%zz", "the query string is malformed"}, {"limit=+5", "limit"}, {"limit=%205", "limit"}}) {
     const Reply r = get("/v1/responses/" + b + "/input_items?" + query);
     EXPECT_EQ(r.status, 400) << query << ": " << r.body;
     EXPECT_NE(r.body.find(says), std::string::npos) << r.body;
@@ -330,6 +330,29 @@ TEST_F(ServerErrors, ResponseInputItemsAreListedFromTheQuery) {
   EXPECT_EQ(post("/v1/responses", json{{"input", "x"}, {"previous_response_id", a}}).status, 404);
   EXPECT_EQ(client()->Delete("/v1/responses/" + a)->status, 404);
   EXPECT_EQ(get("/v1/responses/" + b + "/input_items").status, 200);
+
+  // Images are listed as null unless asked for, in a message or a function call's output, from any earlier turn.
+  const std::string png = data_uri("png_rgb8_1x1.png");
+  const json image{{"type", "input_image"}, {"image_url", png}};
+  const Reply c1 = post("/v1/responses", json{{"max_output_tokens", 2},
+                                              {"input", json::array({json{{"role", "user"}, {"content", json::array({image})}},
+                                                                     json{{"type", "function_call"}, {"call_id", "c1"}, {"name", "look"},
+                                                                          {"arguments", "{}"}},
+                                                                     json{{"type", "function_call_output"}, {"call_id", "c1"},
+                                                                          {"output", json::array({image})}}})}});
+  ASSERT_EQ(c1.status, 200) << c1.body;
+  const Reply c2 = post("/v1/responses", json{{"input", "and then?"}, {"max_output_tokens", 2},
+                                              {"previous_response_id", c1.json_body()["id"]}});
+  ASSERT_EQ(c2.status, 200) << c2.body;
+  const std::string list = "/v1/responses/" + c2.json_body()["id"].get<std::string>() + "/input_items?order=asc";
+  const json plain = get(list).json_body()["data"];
+  const json urls = get(list + "&include=message.input_image.image_url").json_body()["data"];
+  ASSERT_EQ(plain.size(), 5u) << plain.dump().substr(0, 400);  // image, call, output, the answer, "and then?"
+  EXPECT_TRUE(plain[0]["content"][0]["image_url"].is_null());
+  EXPECT_TRUE(plain[2]["output"][0]["image_url"].is_null());
+  EXPECT_EQ(urls[0]["content"][0]["image_url"], png);
+  EXPECT_EQ(urls[2]["output"][0]["image_url"], png);
+  EXPECT_EQ(urls[1]["type"], "function_call");
 }
 
 // Sampling and log-probability fields at the edges of their ranges: top_p 0 is taken (transformers keeps the most
@@ -393,12 +416,14 @@ TEST_F(ServerErrors, LogitBiasSteersTheAnswerAndBadMapsAreRefused) {
   EXPECT_EQ(legacy.json_body()["choices"][0]["text"], xxx);
   EXPECT_EQ(chat(json::object()).status, 200);
   EXPECT_EQ(chat(nullptr).status, 200);
+  EXPECT_EQ(chat(json{{"000000009707", 100}}).json_body()["choices"][0]["message"]["content"], xxx);  // leading zeros
 
   struct Bad { json bias; const char* says; };
   const Bad bad[] = {
       {json{{"9707", 100.5}}, "logit_bias.9707: expected a bias in [-100, 100], got 100.5"},
       {json{{"hello", 1}}, "logit_bias: the key 'hello' is not a token id"},
       {json{{"-3", 1}}, "the key '-3' is not a token id"},
+      {json{{"12345678901", 1}}, "logit_bias: token id 12345678901 is outside the vocabulary"},
       {json{{"12", "high"}}, "logit_bias.12"},
       {json{{"7", 1}, {"007", 2}}, "token 7 is given twice"},
       {json::array({1, 2}), "logit_bias: expected an object of token ids to biases"},

@@ -63,7 +63,7 @@ Result<int64_t> check_size(const char* format, uint64_t w, uint64_t h, const Ima
     return Status::Error(std::string(format) + ": image is " + dims(w, h) + " = " + std::to_string(w * h) +
                          " pixels, over the limit of " + std::to_string(max) +
                          " the decoder takes (hint: downscale the image first; the model resizes every image to its "
-                         "max_pixels, 16.7 megapixels at most, anyway)");
+                         "max_pixels, 16.7 megapixels by default, anyway)");
   if (!limits.admit) return int64_t{0};
   Result<int64_t> target = limits.admit(static_cast<int64_t>(w), static_cast<int64_t>(h));
   if (!target.ok()) return target.status().with_context(std::string(format) + " image of " + dims(w, h));

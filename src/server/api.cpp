@@ -215,10 +215,12 @@ Status read_logit_bias(const json& obj, const char* key, std::vector<std::pair<i
   if (!v->is_object()) return wrong_type(name, "an object of token ids to biases, such as {\"151645\": -100}", *v);
   std::map<int32_t, float> bias;
   for (const auto& [k, b] : v->items()) {
-    int64_t id = -1;
-    const bool digits = !k.empty() && k.size() <= 9 && std::all_of(k.begin(), k.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (digits) id = std::stoll(k);
-    if (id < 0) return Status::Error(name + ": the key '" + k.substr(0, 40) + "' is not a token id; expected a decimal id such as \"151645\"");
+    const bool digits = !k.empty() && std::all_of(k.begin(), k.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits) return Status::Error(name + ": the key '" + k.substr(0, 40) + "' is not a token id; expected a decimal id such as \"151645\"");
+    const size_t first = std::min(k.find_first_not_of('0'), k.size() - 1);  // "007" is 7
+    if (k.size() - first > 9)
+      return Status::Error(name + ": token id " + k.substr(0, 40) + " is outside the vocabulary; expected an id such as \"151645\"");
+    const int64_t id = std::stoll(k.substr(first));
     if (!b.is_number()) return wrong_type(name + "." + k, "a number in [-100, 100]", b);
     const double d = b.get<double>();
     if (!(d >= -SamplingParams::kMaxLogitBias && d <= SamplingParams::kMaxLogitBias))
@@ -362,7 +364,7 @@ std::optional<ApiError> load_image_for_request(const ApiContext& ctx, ImageBudge
                        : load_request_image(ref, ctx.images, where, &budget);
   if (!img.ok()) {
     if (budget.busy()) return ApiError{503, img.status().message(), "busy", where, 2};
-    return ApiError{400, img.status().message(), "invalid_image", where};
+    return ApiError{400, img.status().message(), budget.over_context() ? "context_length_exceeded" : "invalid_image", where};
   }
   return fit_to_model(ctx, budget, options, k, std::move(img), where, out);
 }
@@ -379,7 +381,8 @@ std::optional<ApiError> load_page_for_request(const ApiContext& ctx, ImageBudget
   auto admitted = budget.admit_size(page.plan.width, page.plan.height);
   if (!admitted.ok()) {
     if (budget.busy()) return ApiError{503, admitted.status().message(), "busy", page.where, 2};
-    return ApiError{400, where + ": " + admitted.status().message(), "invalid_pages", page.where};
+    return ApiError{400, where + ": " + admitted.status().message(),
+                    budget.over_context() ? "context_length_exceeded" : "invalid_pages", page.where};
   }
   std::shared_ptr<const ImageRGB> pixels;
   if (ctx.page_cache) pixels = ctx.page_cache->find_page(doc.key, page.plan);

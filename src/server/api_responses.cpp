@@ -198,13 +198,16 @@ std::string media_key(const std::string& value) {
   return buf;
 }
 
-// Calls f(part, field) for each media field of the message items' content parts.
+// Calls f(part, field) for each media field of the items' content parts: a message's content, a function call
+// output's output.
 template <class F>
 void for_each_media(json& items, F f) {
   for (json& item : items) {
-    if (!item.is_object() || item.value("type", "") != "message" || !item.contains("content") || !item["content"].is_array())
-      continue;
-    for (json& part : item["content"]) {
+    if (!item.is_object()) continue;
+    const std::string type = item.value("type", "");
+    const char* parts = type == "message" ? "content" : type == "function_call_output" ? "output" : nullptr;
+    if (!parts || !item.contains(parts) || !item[parts].is_array()) continue;
+    for (json& part : item[parts]) {
       if (!part.is_object()) continue;
       for (const auto& [type, field] : kMediaFields)
         if (part.value("type", "") == type && part.contains(field) && part[field].is_string()) f(part, std::string(field));
@@ -270,8 +273,8 @@ void create_response(ApiContext& ctx, const http::Request& req, http::Response& 
   // The conversation a follow-up continues: the previous one, this input, this answer.
   json conversation = std::move(history);
   for (auto& m : r.input) conversation.push_back(std::move(m));
+  by_reference(r.input_items);  // the previous items' media are keys already
   for (auto& item : r.input_items) items.push_back(std::move(item));
-  by_reference(items);
   ResponseStore* store = r.store ? ctx.responses : nullptr;
   auto keep = [store, id, conversation, items](const ResponseBuilder& rb) mutable {
     if (!store) return;
@@ -364,8 +367,10 @@ void list_input_items(const std::string& id, const ResponseStore::Entry& stored,
   for (const auto& [name, value] : query) {
     if (name == "limit") {
       char* end = nullptr;
-      limit = value.empty() ? 0 : std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || limit < 1 || limit > 100)
+      const bool digits = !value.empty() && value.size() <= 9 &&
+                          std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; });
+      limit = digits ? std::strtoll(value.c_str(), &end, 10) : 0;
+      if (limit < 1 || limit > 100)
         return fail("limit: expected an integer from 1 to 100, got '" + value.substr(0, 40) + "'", "limit");
     } else if (name == "order") {
       if (value != "asc" && value != "desc") return fail("order: expected asc or desc, got '" + value.substr(0, 40) + "'", "order");

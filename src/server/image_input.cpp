@@ -179,6 +179,7 @@ void ImageBudget::set_bounds(int64_t min_pixels, int64_t max_pixels, int64_t res
 Result<int64_t> ImageBudget::admit(int64_t width, int64_t height) {
   // EXIF orientation may swap the sides; smart_resize's area does not depend on which is which. An exact
   // size asked for is resized as preprocess_size does it.
+  over_context_ = false;
   const bool exact = resized_height_ > 0 && resized_width_ > 0;
   const int64_t floor_px = std::min<int64_t>(int64_t{4} * factor_ * factor_, max_pixels_);
   QVL_ASSIGN_OR_RETURN(ResizedSize r, exact ? smart_resize(resized_height_, resized_width_, factor_, floor_px, max_pixels_)
@@ -186,7 +187,8 @@ Result<int64_t> ImageBudget::admit(int64_t width, int64_t height) {
   const int64_t pixels = static_cast<int64_t>(r.height) * r.width;
   const int64_t tokens = pixels / (static_cast<int64_t>(factor_) * factor_);
   ++images_;
-  if (tokens_ + tokens > max_tokens_) {
+  over_context_ = tokens_ + tokens > max_tokens_;
+  if (over_context_) {
     return Status::Error("image " + std::to_string(images_) + " is resized to " + std::to_string(r.width) + "x" +
                          std::to_string(r.height) + " and needs " + std::to_string(tokens) + " tokens; with the " +
                          "request's other images that is " + std::to_string(tokens_ + tokens) +

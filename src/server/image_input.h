@@ -55,6 +55,9 @@ class ImageBudget {
   // The last refusal was for want of room in the decode memory before the deadline (a 503, not the image's
   // fault).
   bool busy() const { return busy_; }
+  // The last refusal was for the context: the request's images together need more tokens than it has (an API's
+  // context_length_exceeded).
+  bool over_context() const { return over_context_; }
   // `base` with admit() bound to this budget (the budget must outlive the decode).
   ImageDecodeLimits limits(const ImageDecodeLimits& base);
   int64_t tokens() const { return tokens_; }  // taken so far
@@ -79,6 +82,7 @@ class ImageBudget {
   std::chrono::steady_clock::time_point deadline_{};
   uint64_t held_ = 0;  // bytes reserved in memory_
   bool busy_ = false;
+  bool over_context_ = false;
 };
 
 // Makes the policy for --image-dir DIR: the directory must exist; it is stored canonical.

@@ -138,8 +138,10 @@ def test_previous_response_id_continues_with_the_prefix_cache(client, server):
 def test_input_items_list_what_the_model_was_given(client, server, image_data_uri):
     # client.responses.input_items.list: this response's input after the previous response's input and output,
     # newest first (OpenAI's default), paged with limit/after, ascending with order="asc".
-    first = client.responses.create(model=server.model, input="My name is Ada.", instructions="Be brief.",
-                                    max_output_tokens=4, temperature=0)
+    first = client.responses.create(model=server.model, instructions="Be brief.", max_output_tokens=4, temperature=0,
+                                    input=[{"role": "user", "content": [
+                                        {"type": "input_text", "text": "My name is Ada."},
+                                        {"type": "input_image", "image_url": image_data_uri, "detail": "low"}]}])
     follow = client.responses.create(model=server.model, previous_response_id=first.id, max_output_tokens=4, temperature=0,
                                      input=[{"role": "user", "content": [
                                          {"type": "input_text", "text": "Describe it."},
@@ -158,6 +160,7 @@ def test_input_items_list_what_the_model_was_given(client, server, image_data_ur
     assert [i.id for i in rest.data] == [items[0].id] and not rest.has_more
     with_urls = client.responses.input_items.list(follow.id, include=["message.input_image.image_url"])
     assert with_urls.data[0].content[1].image_url == image_data_uri
+    assert with_urls.data[2].content[1].image_url == image_data_uri  # an earlier turn's too
     # Ids stay the same between calls, and a response with store=false has none to list.
     assert [i.id for i in client.responses.input_items.list(follow.id)] == [i.id for i in items]
     with pytest.raises(openai.BadRequestError) as e:
