@@ -209,6 +209,7 @@ TEST(CliErrors, BadValueNamesTheOption) {
       {{"serve", "--demo", "--timeout", "-3"}, {"--timeout", "seconds"}},
       {{"serve", "--demo", "--model", "x/y"}, {"--model or --demo, not both"}},
       {{"serve", "--demo", "--revision", "main"}, {"--revision is for a hub id given as --model, not --demo"}},
+      {{"serve", "--model", "x/y", "--revision", "../../etc"}, {"--revision: revision '../../etc' is not a branch"}},
       {{"pull", "a/b", "--source", "gitlab"}, {"--source"}},
       // Both bounds given the wrong way round are refused by every command that takes them, as the API refuses them.
       {{"run", "-m", "DIR", "-p", "hi", "--min-pixels", "1000000", "--max-pixels", "1000"},

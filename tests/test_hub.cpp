@@ -583,6 +583,28 @@ TEST(HubModelScope, PullsResumesAndDetectsCorruption) {
     EXPECT_EQ(*cached, model_dir);
   }
   {
+    // A revision other than master is not taken from the cache as it is (its layout records none): pull checks
+    // the files against that revision's listing, and an unknown revision is refused.
+    FakeHub fake;
+    ASSERT_TRUE(fake.ok());
+    hub::PullOptions o = options(fake, cache, hub::Source::kModelScope);
+    o.revision = kCommit;
+    auto cached = hub::find_cached(o);
+    ASSERT_FALSE(cached.ok());
+    EXPECT_NE(cached.status().message().find("keeps no record of its files' revision"), std::string::npos)
+        << cached.status().message();
+    auto dir = hub::pull(o);
+    ASSERT_TRUE(dir.ok()) << dir.status().message();
+    EXPECT_EQ(*dir, model_dir);
+    EXPECT_TRUE(fake.file_gets().empty());  // the files are that revision's: nothing downloaded
+    o.revision = "v9";
+    auto unknown = hub::pull(o);
+    ASSERT_FALSE(unknown.ok());
+    EXPECT_NE(unknown.status().message().find("revision"), std::string::npos) << unknown.status().message();
+    o.revision = "a b";
+    EXPECT_NE(hub::pull(o).status().message().find("is not a branch, tag or commit hash"), std::string::npos);
+  }
+  {
     FakeHub bad({"--corrupt", "model.safetensors"});
     ASSERT_TRUE(bad.ok());
     const std::string cache2 = fresh_dir("ms-cache");

@@ -174,6 +174,8 @@ int cmd_serve(const std::vector<std::string>& args) {
   if (demo && !model_spec.empty()) return fail(cmd, "give --model or --demo, not both");
   if (demo && !mmproj.empty()) return fail(cmd, "--mmproj is for a GGUF --model, not --demo");
   if (demo && !revision.empty()) return fail(cmd, "--revision is for a hub id given as --model, not --demo");
+  if (!revision.empty())
+    if (Status st = hub::check_revision(revision); !st.ok()) return fail(cmd, "--revision: " + st.message());
   if (!demo && model_spec.empty()) {
     return fail(cmd, "--model is required: a model directory or a hub id such as Qwen/Qwen3-VL-2B-Instruct (or --demo "
                      "for a tiny test model); run 'qvl serve --help' for the options");

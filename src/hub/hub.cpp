@@ -2,6 +2,8 @@
 // a complete download there without the network: the API `qvl pull` and the model loaders use.
 #include "hub/hub.h"
 
+#include <algorithm>
+
 #include <filesystem>
 
 #include "hub/cache.h"
@@ -22,13 +24,19 @@ Status check_options(const PullOptions& o) {
     return Status::Error("model id '" + o.repo_id + "' is not ORG/NAME; expected e.g. Qwen/Qwen3-VL-2B-Instruct "
                          "(letters, digits, '-', '_', '.')");
   }
-  if (o.revision.empty() || o.revision.find("..") != std::string::npos || o.revision[0] == '/') {
-    return Status::Error("revision '" + o.revision + "' is not a branch, tag or commit hash");
-  }
-  return Status::Ok();
+  return check_revision(o.revision);
 }
 
 }  // namespace
+
+Status check_revision(const std::string& r) {
+  const bool bad_char = std::any_of(r.begin(), r.end(), [](char c) {
+    return static_cast<unsigned char>(c) <= 0x20 || c == 0x7F || c == '\\';
+  });
+  if (r.empty() || r.size() > 255 || bad_char || r.find("..") != std::string::npos || r[0] == '/')
+    return Status::Error("revision '" + r.substr(0, 80) + "' is not a branch, tag or commit hash");
+  return Status::Ok();
+}
 
 const char* source_name(Source s) { return s == Source::kModelScope ? "ModelScope" : "Hugging Face"; }
 
@@ -92,6 +100,10 @@ Result<std::string> find_cached(const PullOptions& in) {
   QVL_RETURN_IF_ERROR(check_options(o));
   std::string dir;
   if (o.source == Source::kModelScope) {
+    if (o.revision != "master")  // the default branch is what the cache holds unless a pull said otherwise
+      return Status::Error(o.repo_id + " (revision " + o.revision + ") cannot be taken from the ModelScope cache " +
+                           o.cache_dir + " as it is: the cache keeps no record of its files' revision (pull checks them "
+                           "against that revision's listing)");
     dir = modelscope_model_dir(o.cache_dir, o.repo_id);
   } else {
     const HfRepoCache cache{o.cache_dir, o.repo_id};

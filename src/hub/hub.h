@@ -44,8 +44,14 @@ struct PullOptions {
 // are not downloaded again; partial files are resumed.
 Result<std::string> pull(const PullOptions& options);
 
-// The model directory if a complete download is in the cache; never uses the network.
+// The model directory if a complete download is in the cache; never uses the network. A ModelScope model at a
+// revision other than master is never "in the cache": its layout keeps one set of files per model and no record
+// of their revision, so pull() checks them against that revision's listing instead.
 Result<std::string> find_cached(const PullOptions& options);
+
+// A revision a hub and the cache can take: a branch, tag or commit hash of at most 255 characters, with no "..",
+// no leading '/', no backslash, space or control character (it names files under the cache's refs/).
+Status check_revision(const std::string& revision);
 
 // A GGUF repository's quantization tag after the id: "Org/Name-GGUF:Q4_K_M" -> ("Org/Name-GGUF", "Q4_K_M"); a
 // source prefix stays ("hf:Org/Name:Q8_0" -> ("hf:Org/Name", "Q8_0")); no tag: (spec, "").

@@ -23,6 +23,7 @@ bool is_model_dir(const fs::path& dir) {
 Result<LocatedModel> resolve_model(const std::string& spec, const ResolveOptions& options) {
   std::error_code ec;
   if (spec.empty()) return Status::Error("--model is empty; give a model directory or a hub id");
+  if (!options.revision.empty()) QVL_RETURN_IF_ERROR(hub::check_revision(options.revision).with_context("--revision"));
   // A revision names a hub commit: a local path has none, and a silent "ignored" would run other weights than
   // the ones pinned.
   auto local = [&](Result<LocatedModel> m) -> Result<LocatedModel> {
@@ -87,7 +88,7 @@ Result<LocatedModel> resolve_model(const std::string& spec, const ResolveOptions
   if (cached.ok()) return located(*cached);
   if (!options.download) {
     return Status::Error("model '" + spec + "' not found: " + cached.status().message() + "; download it with: qvl pull " +
-                         spec);
+                         spec + (options.revision.empty() ? "" : " --revision " + options.revision));
   }
   auto dir = hub::pull(pull);
   if (!dir.ok()) return dir.status();
