@@ -668,6 +668,19 @@ TEST(HubHf, RunDownloadsOnFirstUse) {
 }
 
 // GET http://127.0.0.1:port/path: the status and body ("" and 0 when nothing answers).
+// A port on 127.0.0.1 that nothing listens on now (the kernel's pick for a socket bound to port 0).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
 std::pair<int, std::string> http_get(int port, const std::string& path) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -713,18 +726,7 @@ TEST(HubHf, RunTokenizeAndServeTakeARevision) {
   CliResult tok_main = run_qvl({"tokenize", "--model", kRepo, "hi"}, offline);
   EXPECT_NE(tok_main.rc, 0);  // the default branch was never downloaded
 
-  int port = 0;
-  {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-    ::close(fd);
-  }
+  const int port = free_port();
   const std::string d = fresh_dir("serve-revision");
   Proc p = spawn({QVL_BINARY, "serve", "--model", kRepo, "--revision", kCommit, "--port", std::to_string(port), "--threads", "1"},
                  offline, d + "/out", d + "/err");
@@ -746,18 +748,7 @@ TEST(HubHf, ServeDownloadsInTheBackgroundAndHealthSaysHowFar) {
   FakeHub slow({"--rate", "8000000"});  // the 42 MB weights take ~5 s
   ASSERT_TRUE(slow.ok());
   const std::string cache = fresh_dir("cache");
-  int port = 0;
-  {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-    ::close(fd);
-  }
+  const int port = free_port();
   const std::string d = fresh_dir("serve");
   Proc p = spawn({QVL_BINARY, "serve", "--model", kRepo, "--port", std::to_string(port), "--threads", "1"},
                  pull_env(slow, cache), d + "/out", d + "/err");
