@@ -93,7 +93,7 @@ class Batching : public ::testing::TestWithParam<bool> {  // param: quantized (d
     return s;
   }
   static std::shared_ptr<Job> submit(Scheduler& s, const Req& r, double timeout_s = 0) {
-    InferenceRequest ir{r.messages, r.images, r.options, timeout_s, {}};
+    InferenceRequest ir{r.messages, r.images, r.options, timeout_s, {}, {}};
     Scheduler::Submitted sub = s.submit(std::move(ir));
     EXPECT_EQ(sub.error, SubmitError::kNone);
     return sub.job;
@@ -277,6 +277,58 @@ TEST_P(Batching, TheSameImageFromSeveralClientsIsEncodedOnce) {
   JobUpdate later = wait_end(submit(*s, make_request("Later", 1, 20, 2)));
   EXPECT_EQ(later.result.timings.cached_images, 1);
   EXPECT_EQ(s->cache_stats().images_encoded, 1u);
+}
+
+// A request's n choices (submit_choices in the server): the first keeps its prompt in the prefix cache as soon
+// as it is read, the others wait in the queue until then and restore it (all but the last prompt token, whose
+// logits they need), so the image is encoded once; each samples with its own seed and gets exactly the tokens
+// it gets alone. With one slot the others start after the first ends (its longer entry holds the prompt); with
+// no prefix cache they read the prompt themselves, same tokens.
+TEST_P(Batching, ChoicesOfOnePromptReadItOnceAndKeepTheirOwnSeeds) {
+  Req r = make_request("Describe the picture in a few words", 1, 40, 10);
+  r.options.sampling.temperature = 1.5f;  // sampled: the seeds tell the choices apart
+  r.options.sampling.top_k = 0;
+  r.options.sampling.top_p = 1.0f;
+  constexpr int kChoices = 3;
+  std::vector<GenerateResult> ref;
+  for (int c = 0; c < kChoices; ++c) {
+    Req rc = r;
+    rc.options.sampling.seed = 1000 + static_cast<uint64_t>(c);
+    ref.push_back(alone(rc));
+  }
+  EXPECT_TRUE(ref[0].tokens != ref[1].tokens || ref[0].tokens != ref[2].tokens) << "the seeds give the same answers";
+  struct Case {
+    int parallel;
+    size_t prefix_cache;
+  };
+  for (const Case k : {Case{3, size_t{64} << 20}, Case{1, size_t{64} << 20}, Case{3, 0}}) {
+    SCOPED_TRACE("parallel " + std::to_string(k.parallel) + ", prefix cache " + std::to_string(k.prefix_cache));
+    auto s = scheduler(k.parallel, 16, 64 << 20, k.prefix_cache);
+    std::vector<std::shared_ptr<Job>> jobs;
+    for (int c = 0; c < kChoices; ++c) {
+      InferenceRequest ir{r.messages, r.images, r.options, 0, {}, {}};
+      ir.options.sampling.seed = 1000 + static_cast<uint64_t>(c);
+      ir.options.share_prompt = c == 0;
+      if (c > 0) ir.same_prompt_as = jobs[0];
+      Scheduler::Submitted sub = s->submit(std::move(ir));
+      ASSERT_EQ(sub.error, SubmitError::kNone);
+      jobs.push_back(sub.job);
+    }
+    std::vector<JobUpdate> ends;
+    for (auto& j : jobs) ends.push_back(wait_end(j));
+    for (int c = 0; c < kChoices; ++c) {
+      const JobUpdate& u = ends[static_cast<size_t>(c)];
+      ASSERT_EQ(u.error, JobError::kNone) << u.error_message;
+      EXPECT_EQ(u.result.tokens, ref[static_cast<size_t>(c)].tokens) << "choice " << c;
+      const GenerateTimings& t = u.result.timings;
+      if (c == 0 || k.prefix_cache == 0) {
+        EXPECT_EQ(t.cached_tokens, 0) << "choice " << c;
+      } else {
+        EXPECT_EQ(t.cached_tokens, t.prompt_tokens - 1) << "choice " << c << " read the prompt again";
+      }
+    }
+    EXPECT_EQ(s->cache_stats().images_encoded, 1u);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, Batching, ::testing::Values(false, true),

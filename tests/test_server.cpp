@@ -247,6 +247,110 @@ TEST_F(ServerApi, OpenAIStreamingMatchesNonStreaming) {
   EXPECT_EQ(usage["usage"]["completion_tokens"], 12);
 }
 
+// OpenAI's n: choice i is the answer a single request with seed + i gets; the image is encoded once and the
+// prompt read once (the others restore it); streamed, the choices come side by side, each with its role, its
+// pieces (joined: the non-streamed text) and its finish, then the usage of all. With 2 slots the third choice
+// starts when one ends. /v1/completions: prompts × n choices, prompt i's choice j at i * n + j.
+TEST_F(ServerApi, OpenAIChoicesShareThePromptAndStreamSideBySide) {
+  start();
+  json body = chat_body("What is in the picture?", 6);
+  body["messages"][0]["content"] = json::array({json{{"type", "image_url"}, {"image_url", json{{"url", data_uri("png_rgba8_33x17.png")}}}},
+                                                json{{"type", "text"}, {"text", "What is in the picture?"}}});
+  body["temperature"] = 1.5;
+  body["seed"] = 77;
+  body["n"] = 3;
+  Reply r = post("/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = r.json_body();
+  ASSERT_EQ(j["choices"].size(), 3u) << r.body;
+  const std::string metrics = get("/metrics").body;
+  EXPECT_NE(metrics.find("qvl_images_encoded_total 1\n"), std::string::npos) << metrics;
+  std::vector<std::string> texts;
+  int completion_tokens = 0, prompt_tokens = 0;
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_EQ(j["choices"][c]["index"], c);
+    json one = body;
+    one.erase("n");
+    one["seed"] = 77 + c;
+    const json alone = post("/v1/chat/completions", one).json_body();
+    texts.push_back(j["choices"][c]["message"]["content"]);
+    EXPECT_EQ(texts.back(), alone["choices"][0]["message"]["content"]) << "choice " << c;
+    completion_tokens += alone["usage"]["completion_tokens"].get<int>();
+    prompt_tokens = alone["usage"]["prompt_tokens"];
+  }
+  EXPECT_TRUE(texts[0] != texts[1] || texts[0] != texts[2]) << "the seeds give the same answers";
+  EXPECT_EQ(j["usage"]["prompt_tokens"], prompt_tokens) << "the prompt counts once";
+  EXPECT_EQ(j["usage"]["completion_tokens"], completion_tokens);
+
+  body["stream"] = true;
+  body["stream_options"] = json{{"include_usage", true}};
+  Reply s = post_stream("/v1/chat/completions", body);
+  ASSERT_EQ(s.status, 200) << s.body;
+  std::vector<std::string> events = sse_events(s.body);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::vector<std::string> streamed(3);
+  std::vector<int> roles(3, 0), finishes(3, 0);
+  json usage;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    const json e = json::parse(events[i]);
+    if (e["choices"].empty()) {
+      usage = e["usage"];
+      continue;
+    }
+    ASSERT_EQ(e["choices"].size(), 1u);
+    const json& ch = e["choices"][0];
+    const int c = ch["index"];
+    ASSERT_TRUE(c >= 0 && c < 3) << events[i];
+    EXPECT_EQ(finishes[static_cast<size_t>(c)], 0) << "a piece after choice " << c << "'s finish";
+    if (ch["delta"].contains("role")) ++roles[static_cast<size_t>(c)];
+    if (ch["delta"].contains("content")) streamed[static_cast<size_t>(c)] += ch["delta"]["content"].get<std::string>();
+    if (!ch["finish_reason"].is_null()) ++finishes[static_cast<size_t>(c)];
+  }
+  for (size_t c = 0; c < 3; ++c) {
+    EXPECT_EQ(roles[c], 1) << "choice " << c;
+    EXPECT_EQ(finishes[c], 1) << "choice " << c;
+    EXPECT_EQ(streamed[c], texts[c]) << "choice " << c;
+  }
+  ASSERT_TRUE(usage.is_object()) << s.body;
+  EXPECT_EQ(usage["completion_tokens"], completion_tokens);
+
+  // The legacy completion: two prompts, two choices each, streamed and not.
+  json legacy{{"prompt", json::array({"One", "Two"})}, {"n", 2}, {"max_tokens", 4}, {"temperature", 1.5}, {"seed", 5}};
+  const json whole = post("/v1/completions", legacy).json_body();
+  ASSERT_EQ(whole["choices"].size(), 4u) << whole.dump();
+  for (int c = 0; c < 4; ++c) {
+    EXPECT_EQ(whole["choices"][c]["index"], c);
+    const json alone =
+        post("/v1/completions", json{{"prompt", c < 2 ? "One" : "Two"}, {"max_tokens", 4}, {"temperature", 1.5}, {"seed", 5 + c % 2}})
+            .json_body();
+    EXPECT_EQ(whole["choices"][c]["text"], alone["choices"][0]["text"]) << "choice " << c;
+  }
+  legacy["stream"] = true;
+  legacy["echo"] = true;
+  Reply ls = post_stream("/v1/completions", legacy);
+  ASSERT_EQ(ls.status, 200) << ls.body;
+  std::vector<std::string> ltexts(4);
+  std::vector<int> lfinishes(4, 0);
+  for (const std::string& ev : sse_events(ls.body)) {
+    if (ev == "[DONE]") continue;
+    const json e = json::parse(ev);
+    ASSERT_EQ(e["choices"].size(), 1u) << ev;
+    const int c = e["choices"][0]["index"];
+    ASSERT_TRUE(c >= 0 && c < 4) << ev;
+    ltexts[static_cast<size_t>(c)] += e["choices"][0]["text"].get<std::string>();
+    if (!e["choices"][0]["finish_reason"].is_null()) ++lfinishes[static_cast<size_t>(c)];
+  }
+  for (size_t c = 0; c < 4; ++c) {
+    EXPECT_EQ(ltexts[c], (c < 2 ? "One" : "Two") + whole["choices"][c]["text"].get<std::string>()) << "choice " << c;
+    EXPECT_EQ(lfinishes[c], 1) << "choice " << c;
+  }
+  // Too many answers: n times the prompts over the limit, and best_of other than n.
+  EXPECT_EQ(post("/v1/completions", json{{"prompt", json::array({"a", "b", "c"})}, {"n", 6}}).status, 400);
+  EXPECT_EQ(post("/v1/completions", json{{"prompt", "a"}, {"n", 2}, {"best_of", 3}}).status, 400);
+  EXPECT_EQ(post("/v1/completions", json{{"prompt", "a"}, {"n", 2}, {"best_of", 2}, {"max_tokens", 1}}).status, 200);
+}
+
 TEST_F(ServerApi, OpenAIStopStringsAndSampling) {
   start();
   const std::string whole = post("/v1/chat/completions", chat_body("Tell a story.", 24))

@@ -49,6 +49,9 @@ struct GenerateOptions {
   // Pooling (an embedding or reranker model): the prompt is read and its last token's hidden state after the
   // final norm is the result (GenerateResult::hidden); nothing is generated and the KV cache holds the prompt.
   bool pooled = false;
+  // Other choices of the same request follow with this prompt (an API's n): its KV cache goes to the prefix
+  // cache as soon as the prompt is read, not only at the end, so that they restore it instead of reading it.
+  bool share_prompt = false;
 };
 
 // The preprocessing of image k: per_image[k] over `image`, bounded by it: max_pixels at most the global

@@ -41,6 +41,26 @@ const char* job_error_name(JobError e) {
   return "?";
 }
 
+// ---- JobNotifier ----------------------------------------------------------------------------------------
+
+uint64_t JobNotifier::count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return count_;
+}
+
+void JobNotifier::wait_past(uint64_t seen, std::chrono::milliseconds max_wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, max_wait, [&] { return count_ != seen; });
+}
+
+void JobNotifier::notify() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++count_;
+  }
+  cv_.notify_all();
+}
+
 // ---- Job ------------------------------------------------------------------------------------------------
 
 Job::Job(InferenceRequest request) : request_(std::move(request)) {
@@ -69,12 +89,27 @@ JobUpdate Job::wait(std::chrono::milliseconds max_wait) {
   return u;
 }
 
+void Job::notify_also(std::shared_ptr<JobNotifier> notifier) {
+  std::lock_guard<std::mutex> lock(mu_);
+  notifier_ = std::move(notifier);
+}
+
+void Job::notify() {
+  cv_.notify_all();
+  std::shared_ptr<JobNotifier> n;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    n = notifier_;
+  }
+  if (n) n->notify();
+}
+
 void Job::mark_started() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     started_ = true;
   }
-  cv_.notify_all();
+  notify();
 }
 
 void Job::push_text(const std::string& text, std::span<const TokenLogprob> logprobs) {
@@ -83,7 +118,7 @@ void Job::push_text(const std::string& text, std::span<const TokenLogprob> logpr
     pending_text_ += text;
     pending_logprobs_.insert(pending_logprobs_.end(), logprobs.begin(), logprobs.end());
   }
-  cv_.notify_all();
+  notify();
 }
 
 JobUpdate Job::prepare_finish(JobError error, std::string message, const GenerateResult& result) {
@@ -104,7 +139,7 @@ void Job::publish_finish() {
     std::lock_guard<std::mutex> lock(mu_);
     finished_ = true;
   }
-  cv_.notify_all();
+  notify();
 }
 
 // ---- Scheduler ------------------------------------------------------------------------------------------
@@ -224,11 +259,8 @@ void Scheduler::run() {
         dropped.swap(queue_);
         busy_ = 0;
       } else {
-        if (static_cast<int>(active_.size()) < options_.parallel && !queue_.empty()) {
-          incoming = std::move(queue_.front());
-          queue_.pop_front();
-          incoming->in_slot_ = true;
-        }
+        if (static_cast<int>(active_.size()) < options_.parallel) incoming = take_next_locked();
+        if (incoming) incoming->in_slot_ = true;
         busy_ = static_cast<int>(active_.size()) + (incoming ? 1 : 0);
       }
     }
@@ -248,6 +280,17 @@ void Scheduler::run() {
     std::lock_guard<std::mutex> lock(mu_);
     busy_ = static_cast<int>(active_.size());
   }
+}
+
+std::shared_ptr<Job> Scheduler::take_next_locked() {
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    const std::shared_ptr<const Job>& first = (*it)->request_.same_prompt_as;
+    if (first && !first->prompt_read()) continue;
+    std::shared_ptr<Job> job = std::move(*it);
+    queue_.erase(it);
+    return job;
+  }
+  return nullptr;
 }
 
 // Queued jobs whose client left or whose time ran out are answered now, not when a slot frees up.
@@ -489,6 +532,7 @@ void Scheduler::round(ThreadPool& pool) {
         if (session.phase() == Session::Phase::kPrefill) {
           prompt_read += batch[b].n;
           session.prefill_done(batch[b]);
+          if (session.phase() != Session::Phase::kPrefill) batch_slots[b]->job->prompt_read_.store(true);
         } else {
           session.decode_done();
         }
@@ -508,6 +552,7 @@ void Scheduler::round(ThreadPool& pool) {
 // The metrics hook and the slot count hear of the end before the client does, so /metrics already counts
 // a request whose answer a client has received.
 void Scheduler::finish_job(Job& job, JobError error, std::string message, const GenerateResult& result) {
+  job.prompt_read_.store(true);  // the choices that wait for its prompt read it themselves if it never was
   const JobUpdate final = job.prepare_finish(error, std::move(message), result);
   if (options_.on_finish) options_.on_finish(final);
   if (job.in_slot_) {  // the slot is free before the client hears the end

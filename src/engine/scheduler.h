@@ -25,6 +25,8 @@
 
 namespace qvl {
 
+class Job;
+
 // One request as the engine sees it: plain structs, no JSON.
 struct InferenceRequest {
   std::vector<ChatMessage> messages;
@@ -32,6 +34,10 @@ struct InferenceRequest {
   GenerateOptions options;
   double timeout_s = 0;  // 0: none; counted from submission, queueing included
   std::vector<std::shared_ptr<const PreprocessedVideo>> videos;  // sampled and preprocessed, in prompt order
+  // Another choice of the same request (an API's n), submitted before this one with the same prompt and
+  // options.share_prompt: this one is admitted only once that one has read its prompt (or ended), so that it
+  // restores the prompt from the prefix cache instead of reading it, and its images, again.
+  std::shared_ptr<const Job> same_prompt_as;
 };
 
 enum class JobError {
@@ -57,6 +63,21 @@ struct JobUpdate {
   double total_ms = 0;    // submission to the end
 };
 
+// Wakes a thread that waits on several jobs at once (a request's choices streamed together): every job it is
+// given to counts its news here too.
+class JobNotifier {
+ public:
+  uint64_t count() const;
+  // Waits until count() is past `seen` or `max_wait` passes.
+  void wait_past(uint64_t seen, std::chrono::milliseconds max_wait);
+  void notify();
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t count_ = 0;
+};
+
 // A request in flight, shared by the HTTP thread that waits for it and the inference thread that runs it.
 class Job {
  public:
@@ -67,6 +88,10 @@ class Job {
   // From any thread: the inference thread stops the work at its next step and finishes the job as kCancelled.
   void cancel() { cancel_.store(true); }
   bool cancel_requested() const { return cancel_.load(); }
+  // From now on its news (text, start, end) also goes to `notifier`; news it had before is still there for wait().
+  void notify_also(std::shared_ptr<JobNotifier> notifier);
+  // Its prompt has been read (it is answering) or it has ended: a job with the same prompt can be admitted.
+  bool prompt_read() const { return prompt_read_.load(); }
 
  private:
   friend class Scheduler;
@@ -86,9 +111,14 @@ class Job {
   bool has_deadline_ = false;
   bool in_slot_ = false;  // counted in the scheduler's busy slots (inference thread only)
   std::atomic<bool> cancel_{false};
+  std::atomic<bool> prompt_read_{false};
+
+  // Wakes the waiters (after mu_ is released).
+  void notify();
 
   std::mutex mu_;
   std::condition_variable cv_;
+  std::shared_ptr<JobNotifier> notifier_;
   std::string pending_text_;
   std::vector<TokenLogprob> pending_logprobs_;
   bool started_ = false, started_seen_ = false, finished_ = false;
@@ -177,6 +207,9 @@ class Scheduler {
     std::unique_ptr<VisionEncoder> encoder;  // created at its first slice
   };
   void run();
+  // The first queued job that may start: the oldest, passing over choices whose first choice has not yet
+  // read the prompt they share (null: none; mu_ held).
+  std::shared_ptr<Job> take_next_locked();
   void admit(std::shared_ptr<Job> job);
   // false: the slot's job ended (cancelled or past its deadline) and the slot is free again.
   bool check_alive(Slot& slot);

@@ -355,6 +355,11 @@ void Session::prefill_done(const TextSeq& slice) {
     finish(FinishReason::kStop);
     return;
   }
+  if (options_.share_prompt && caches_.prefixes) {
+    auto copy = std::make_unique<KVCache>(model_.config().text, cache_->length(), cache_->type());
+    copy->copy_prefix_from(*cache_, cache_->length());
+    caches_.prefixes->put(keys_, std::move(copy));
+  }
   begin_decode();
 }
 

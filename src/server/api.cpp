@@ -602,53 +602,131 @@ JobUpdate wait_for_end(Admitted& admitted, const http::PeerWatch& watch, bool& c
   return u;
 }
 
+std::optional<ApiError> submit_choices(ApiContext& ctx, InferenceRequest request, int n, const http::PeerWatch& watch,
+                                       std::vector<Admitted>& out) {
+  QVL_CHECK(n >= 1);
+  auto cancel_all = [&] {
+    for (Admitted& a : out)
+      if (a.job) a.job->cancel();
+  };
+  // Choice 0 keeps its prompt in the prefix cache for the others (a prompt read with its log-probabilities is
+  // read again by each: nothing is restored for it).
+  request.options.share_prompt = n > 1 && request.options.prompt_logprobs < 0;
+  std::optional<InferenceRequest> next;
+  if (n > 1) {
+    next = request;
+    next->options.share_prompt = false;
+  }
+  const uint64_t seed = request.options.sampling.seed;
+  for (int i = 0; i < n; ++i) {
+    InferenceRequest r;
+    if (i == 0) {
+      r = std::move(request);
+    } else if (i + 1 < n) {
+      r = *next;
+    } else {
+      r = std::move(*next);
+    }
+    r.options.sampling.seed = seed + static_cast<uint64_t>(i);
+    if (i > 0) r.same_prompt_as = out[0].job;
+    Admitted a = submit_and_wait_start(ctx, std::move(r), watch);
+    if (a.error) {
+      cancel_all();
+      return a.error;
+    }
+    out.push_back(std::move(a));
+  }
+  return std::nullopt;
+}
+
 namespace {
 // What a stream holds; a stream that never ran to its end (its header could not be sent, the server
-// stopped) cancels its job when it is let go.
+// stopped) cancels its jobs when it is let go.
 struct StreamState {
-  std::shared_ptr<Job> job;
+  std::vector<std::shared_ptr<Job>> jobs;
+  std::vector<JobUpdate> first;
+  std::shared_ptr<JobNotifier> notifier = std::make_shared<JobNotifier>();
   http::PeerWatch watch;
-  StreamFormat format;
-  JobUpdate first;
+  ChoicesStreamFormat format;
   bool ended = false;
   ~StreamState() {
-    if (!ended && job) job->cancel();
+    if (ended) return;
+    for (auto& job : jobs)
+      if (job) job->cancel();
   }
 };
 }  // namespace
 
-void stream_job(http::Response& res, const char* content_type, Admitted admitted, http::PeerWatch watch,
-                StreamFormat format) {
+void stream_jobs(http::Response& res, const char* content_type, std::vector<Admitted> admitted, http::PeerWatch watch,
+                 ChoicesStreamFormat format) {
   auto st = std::make_shared<StreamState>();
-  st->job = admitted.job;
+  for (Admitted& a : admitted) {
+    a.job->notify_also(st->notifier);
+    st->jobs.push_back(std::move(a.job));
+    st->first.push_back(std::move(a.first));
+  }
   st->watch = std::move(watch);
   st->format = std::move(format);
-  st->first = std::move(admitted.first);
   res.status = 200;
   res.content_type = content_type;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");  // proxies: do not hold the stream back
   // On a worker: each write waits until the client has taken the bytes, so a client that does not read
-  // holds the stream (and, for the write timeout, the job) back instead of growing a buffer.
+  // holds the stream (and, for the write timeout, the jobs) back instead of growing a buffer.
   res.stream = [st](http::ChunkSink& sink) {
     auto write = [&](const std::string& bytes) { return bytes.empty() || sink.write(bytes); };
-    JobUpdate u = std::move(st->first);
+    const size_t n = st->jobs.size();
+    std::vector<JobUpdate> ends(n);
+    std::vector<bool> ended(n, false);
+    size_t left = n;
     if (!write(st->format.start)) return;  // ~StreamState cancels
-    for (;;) {
-      if ((!u.text.empty() || !u.logprobs.empty()) && !write(st->format.text(u.text, u.logprobs))) return;
-      if (u.finished) {
-        st->ended = true;
-        if (u.error == JobError::kNone) {
-          write(st->format.done(u));
-        } else if (u.error != JobError::kCancelled) {
-          write(st->format.error(job_error(u)));
+    for (bool first = true;; first = false) {
+      const uint64_t seen = st->notifier->count();
+      bool news = false;
+      for (size_t i = 0; i < n; ++i) {
+        if (ended[i]) continue;
+        JobUpdate u = first ? std::move(st->first[i]) : st->jobs[i]->wait(std::chrono::milliseconds(0));
+        if (!u.text.empty() || !u.logprobs.empty()) {
+          news = true;
+          if (!write(st->format.text(i, u.text, u.logprobs))) return;
         }
+        if (!u.finished) continue;
+        news = true;
+        if (u.error != JobError::kNone) {
+          st->ended = true;
+          for (auto& job : st->jobs) job->cancel();
+          if (u.error != JobError::kCancelled) write(st->format.error(job_error(u)));
+          return;
+        }
+        ended[i] = true;
+        --left;
+        if (!write(st->format.done(i, u))) return;
+        ends[i] = std::move(u);
+      }
+      if (left == 0) {
+        st->ended = true;
+        write(st->format.all_done(ends));
         return;
       }
       if (!st->watch.alive()) return;
-      u = st->job->wait(std::chrono::milliseconds(100));
+      if (!news) st->notifier->wait_past(seen, std::chrono::milliseconds(100));
     }
   };
+}
+
+void stream_job(http::Response& res, const char* content_type, Admitted admitted, http::PeerWatch watch,
+                StreamFormat format) {
+  ChoicesStreamFormat f;
+  f.start = std::move(format.start);
+  f.text = [text = std::move(format.text)](size_t, std::string_view t, const std::vector<TokenLogprob>& lps) {
+    return text(t, lps);
+  };
+  f.done = [done = std::move(format.done)](size_t, const JobUpdate& end) { return done(end); };
+  f.all_done = [](const std::vector<JobUpdate>&) { return std::string(); };
+  f.error = std::move(format.error);
+  std::vector<Admitted> one;
+  one.push_back(std::move(admitted));
+  stream_jobs(res, content_type, std::move(one), std::move(watch), std::move(f));
 }
 
 }  // namespace qvl::server

@@ -175,6 +175,13 @@ std::optional<ApiError> make_inference_request(const ApiContext& ctx,
 // So a request the engine refuses (a prompt over the context) gets a 4xx even when it asked to stream.
 Admitted submit_and_wait_start(ApiContext& ctx, InferenceRequest request, const http::PeerWatch& watch);
 
+// A request's n choices (OpenAI's n) of one prompt: choice 0 is `request` (sharing its prompt through the
+// prefix cache when n > 1), choice i the same with the seed + i, admitted only once choice 0 has read the
+// prompt, so the prompt and its images are read once. Each is submitted when the one before it has started
+// (so at most one copy of the images waits in the queue). On an error the ones admitted are cancelled.
+std::optional<ApiError> submit_choices(ApiContext& ctx, InferenceRequest request, int n, const http::PeerWatch& watch,
+                                       std::vector<Admitted>& out);
+
 // Waits for the end of an admitted job; a client that goes away cancels it (client_gone is then set).
 JobUpdate wait_for_end(Admitted& admitted, const http::PeerWatch& watch, bool& client_gone);
 
@@ -193,6 +200,19 @@ struct StreamFormat {
 // closed socket) or stops reading for the write timeout cancels the job at once.
 void stream_job(http::Response& res, const char* content_type, Admitted admitted, http::PeerWatch watch,
                 StreamFormat format);
+
+// The same for several jobs streamed side by side (a request's choices): each piece as it comes, named by
+// its choice (the job's index); `done` at each one's end and `all_done` after the last. A job that fails ends
+// the stream with `error` and cancels the others.
+struct ChoicesStreamFormat {
+  std::string start;
+  std::function<std::string(size_t choice, std::string_view text, const std::vector<TokenLogprob>& logprobs)> text;
+  std::function<std::string(size_t choice, const JobUpdate& end)> done;
+  std::function<std::string(const std::vector<JobUpdate>& ends)> all_done;
+  std::function<std::string(const ApiError& error)> error;
+};
+void stream_jobs(http::Response& res, const char* content_type, std::vector<Admitted> admitted, http::PeerWatch watch,
+                 ChoicesStreamFormat format);
 
 // Route tables, one per API family.
 void add_openai_routes(http::Router& routes, ApiContext& ctx);

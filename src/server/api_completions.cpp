@@ -1,6 +1,6 @@
 // POST /v1/completions, OpenAI's legacy text completion: raw prompts (text or token ids, no chat format), up to
-// kMaxCompletionPrompts per request answered as choices, streaming (one prompt), echo and the legacy logprobs
-// columns, the prompt's included under echo (what evaluation harnesses score).
+// kMaxCompletionPrompts per request with n choices each (kMaxChoices answers in all), streamed or not, echo
+// and the legacy logprobs columns, the prompt's included under echo (what evaluation harnesses score).
 #include "server/api.h"
 #include "server/completion_request.h"
 #include "server/logprobs_json.h"
@@ -55,41 +55,47 @@ void completions(ApiContext& ctx, const http::Request& req, http::Response& res)
       texts.push_back(tok->decode(ids.back()));
     }
   }
-  // Every prompt admitted before any is waited for: they run side by side in the scheduler's slots.
+  // Every prompt's choices admitted before any is waited for: they run side by side in the scheduler's slots.
+  // Prompt i's choice j is choice i * n + j.
   std::vector<Admitted> jobs;
-  auto cancel_all = [&] {
-    for (Admitted& a : jobs)
-      if (a.job) a.job->cancel();
-  };
   for (size_t i = 0; i < ids.size(); ++i) {
     InferenceRequest ir;
     ir.options = r.options;
     ir.options.raw_prompt = std::move(ids[i]);
     ir.timeout_s = ctx.options.timeout_s;
-    Admitted a = submit_and_wait_start(ctx, std::move(ir), watch);
-    if (a.error) {
-      cancel_all();
-      ApiError e = *a.error;
-      if (r.prompts.size() > 1 && e.status == 400) e.message = "prompt[" + std::to_string(i) + "]: " + e.message;
-      return fail(e);
+    std::vector<Admitted> mine;
+    std::optional<ApiError> e = submit_choices(ctx, std::move(ir), r.n, watch, mine);
+    for (Admitted& a : mine) jobs.push_back(std::move(a));
+    if (e) {
+      for (Admitted& a : jobs) a.job->cancel();
+      if (r.prompts.size() > 1 && e->status == 400) e->message = "prompt[" + std::to_string(i) + "]: " + e->message;
+      return fail(*e);
     }
-    jobs.push_back(std::move(a));
   }
+  const size_t n = static_cast<size_t>(r.n);
+  // The usage of all answers: each prompt once (read by its first choice), every answer's tokens.
+  auto usage_of = [n](const std::vector<const JobUpdate*>& ends) {
+    GenerateTimings total;
+    for (size_t c = 0; c < ends.size(); ++c) {
+      const GenerateTimings& t = ends[c]->result.timings;
+      if (c % n == 0) {
+        total.prompt_tokens += t.prompt_tokens;
+        total.cached_tokens += t.cached_tokens;
+      }
+      total.generated_tokens += t.generated_tokens;
+    }
+    return usage_json(total);
+  };
 
   if (!r.stream) {
     json choices = json::array();
-    GenerateTimings total;
-    JobUpdate last;
-    for (size_t i = 0; i < jobs.size(); ++i) {
+    std::vector<JobUpdate> ends;
+    for (size_t c = 0; c < jobs.size(); ++c) {
       bool gone = false;
-      JobUpdate end = wait_for_end(jobs[i], watch, gone);
-      if (gone) {
-        cancel_all();
-        return fail({499, "the client went away", "cancelled"});
-      }
-      if (end.error != JobError::kNone) {
-        cancel_all();
-        return fail(job_error(end));
+      JobUpdate end = wait_for_end(jobs[c], watch, gone);
+      if (gone || end.error != JobError::kNone) {
+        for (Admitted& a : jobs) a.job->cancel();
+        return fail(gone ? ApiError{499, "the client went away", "cancelled"} : job_error(end));
       }
       const GenerateResult& g = end.result;
       json logprobs = nullptr;
@@ -98,45 +104,55 @@ void completions(ApiContext& ctx, const http::Request& req, http::Response& res)
         if (r.echo) append_legacy_logprobs(*tok, g.prompt_ids, pointers(g.prompt_logprobs, true), offset, logprobs);
         append_legacy_logprobs(*tok, g.tokens, pointers(g.logprobs), offset, logprobs);
       }
-      choices.push_back(json{{"text", (r.echo ? texts[i] : std::string()) + g.text}, {"index", i},
+      choices.push_back(json{{"text", (r.echo ? texts[c / n] : std::string()) + g.text}, {"index", c},
                              {"logprobs", std::move(logprobs)}, {"finish_reason", finish_reason_name(g.finish)}});
-      total.prompt_tokens += g.timings.prompt_tokens;
-      total.generated_tokens += g.timings.generated_tokens;
-      total.cached_tokens += g.timings.cached_tokens;
-      last = std::move(end);
+      ends.push_back(std::move(end));
     }
+    std::vector<const JobUpdate*> end_ptrs;
+    for (const JobUpdate& e : ends) end_ptrs.push_back(&e);
     json out{{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
-             {"system_fingerprint", "qvl"}, {"choices", std::move(choices)}, {"usage", usage_json(total)}};
-    if (jobs.size() == 1) out["timings"] = timings_json(last);
+             {"system_fingerprint", "qvl"}, {"choices", std::move(choices)}, {"usage", usage_of(end_ptrs)}};
+    if (jobs.size() == 1) out["timings"] = timings_json(ends[0]);
     return send_json(res, 200, out);
   }
 
   const bool usage = r.include_usage, with_logprobs = r.logprobs >= 0;
-  auto offset = std::make_shared<size_t>(r.echo ? texts[0].size() : 0);
-  StreamFormat f;
-  if (r.echo) f.start = sse(completion_chunk(id, created, model, 0, texts[0], nullptr, nullptr));
-  f.text = [=](std::string_view text, const std::vector<TokenLogprob>& lps) {
+  // Each answer's text offset so far (the legacy logprobs' text_offset), after its echoed prompt.
+  auto offsets = std::make_shared<std::vector<size_t>>(jobs.size(), 0);
+  ChoicesStreamFormat f;
+  if (r.echo) {
+    for (size_t c = 0; c < jobs.size(); ++c) {
+      (*offsets)[c] = texts[c / n].size();
+      f.start += sse(completion_chunk(id, created, model, c, texts[c / n], nullptr, nullptr));
+    }
+  }
+  f.text = [=](size_t c, std::string_view text, const std::vector<TokenLogprob>& lps) {
     json logprobs = nullptr;
     if (with_logprobs && !lps.empty()) {
       std::vector<int32_t> tokens;
       for (const TokenLogprob& lp : lps) tokens.push_back(lp.token);
-      append_legacy_logprobs(*tok, tokens, pointers(lps), *offset, logprobs);
+      append_legacy_logprobs(*tok, tokens, pointers(lps), (*offsets)[c], logprobs);
     }
-    return sse(completion_chunk(id, created, model, 0, std::string(text), std::move(logprobs), nullptr));
+    return sse(completion_chunk(id, created, model, c, std::string(text), std::move(logprobs), nullptr));
   };
-  f.done = [=](const JobUpdate& end) {
-    json last = completion_chunk(id, created, model, 0, "", nullptr, finish_reason_name(end.result.finish));
+  f.done = [=](size_t c, const JobUpdate& end) {
+    json last = completion_chunk(id, created, model, c, "", nullptr, finish_reason_name(end.result.finish));
     last["timings"] = timings_json(end);
-    std::string out = sse(last);
+    return sse(last);
+  };
+  f.all_done = [=](const std::vector<JobUpdate>& ends) {
+    std::string out;
     if (usage) {
+      std::vector<const JobUpdate*> end_ptrs;
+      for (const JobUpdate& e : ends) end_ptrs.push_back(&e);
       json u{{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
-             {"system_fingerprint", "qvl"}, {"choices", json::array()}, {"usage", usage_json(end.result.timings)}};
+             {"system_fingerprint", "qvl"}, {"choices", json::array()}, {"usage", usage_of(end_ptrs)}};
       out += sse(u);
     }
     return out + "data: [DONE]\n\n";
   };
   f.error = [](const ApiError& e) { return sse(openai_error_body(e)) + "data: [DONE]\n\n"; };
-  stream_job(res, "text/event-stream", std::move(jobs[0]), watch, std::move(f));
+  stream_jobs(res, "text/event-stream", std::move(jobs), watch, std::move(f));
 }
 
 }  // namespace

@@ -25,8 +25,8 @@ int reasoning_tokens(const Tokenizer& tok, const std::string& text) {
 }
 
 json chunk(const std::string& id, int64_t created, const std::string& model, json delta, json finish_reason,
-           bool with_usage) {
-  json choice{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", std::move(finish_reason)}};
+           bool with_usage, size_t index = 0) {
+  json choice{{"index", index}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", std::move(finish_reason)}};
   json c{{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
          {"system_fingerprint", "qvl"}, {"choices", json::array({choice})}};
   if (with_usage) c["usage"] = nullptr;
@@ -66,105 +66,146 @@ void chat_completions(ApiContext& ctx, const http::Request& req, http::Response&
   const std::string id = random_id("chatcmpl-");
   const int64_t created = unix_now();
   const http::PeerWatch& watch = req.peer;
-  Admitted a = submit_and_wait_start(ctx, std::move(ir), watch);
-  if (a.error) return fail(*a.error);
+  std::vector<Admitted> jobs;
+  if (auto e = submit_choices(ctx, std::move(ir), r.n, watch, jobs)) return fail(*e);
   const Tokenizer* tok = &ctx.scheduler.model()->tokenizer();  // loaded: the job was admitted
+  // The usage of all choices: the prompt (read once, by choice 0) and every choice's answer.
+  auto usage_of = [tok, thinking](const std::vector<const JobUpdate*>& ends) {
+    GenerateTimings t = ends[0]->result.timings;
+    int reasoning = thinking ? 0 : -1;
+    t.generated_tokens = 0;
+    for (const JobUpdate* e : ends) {
+      t.generated_tokens += e->result.timings.generated_tokens;
+      if (thinking) reasoning += std::min(reasoning_tokens(*tok, e->result.text), e->result.timings.generated_tokens);
+    }
+    return usage_json(t, reasoning);
+  };
 
   if (!r.stream) {
-    bool gone = false;
-    JobUpdate end = wait_for_end(a, watch, gone);
-    if (gone) return fail({499, "the client went away", "cancelled"});
-    if (end.error != JobError::kNone) return fail(job_error(end));
-    std::string text = end.result.text;
-    json message{{"role", "assistant"}, {"content", text}};
-    if (thinking) {
-      ReasoningSplit sp = split_reasoning(text);
-      text = std::move(sp.content);
-      message["content"] = text;
-      if (show) message["reasoning_content"] = std::move(sp.reasoning);
-    }
-    bool called = false;
-    if (r.tool_calls) {
-      const ParsedAnswer p = parse_tool_calls(text);
-      if (!p.calls.empty()) {
-        called = true;
-        message["content"] = p.content.empty() ? json(nullptr) : json(p.content);
-        json calls = json::array();
-        for (size_t i = 0; i < p.calls.size(); ++i) calls.push_back(openai_tool_call(p.calls[i], i, false));
-        message["tool_calls"] = std::move(calls);
+    json choices = json::array();
+    std::vector<JobUpdate> ends;
+    for (Admitted& a : jobs) {
+      bool gone = false;
+      JobUpdate end = wait_for_end(a, watch, gone);
+      if (gone || end.error != JobError::kNone) {
+        for (Admitted& o : jobs) o.job->cancel();
+        return fail(gone ? ApiError{499, "the client went away", "cancelled"} : job_error(end));
       }
+      ends.push_back(std::move(end));
     }
-    json logprobs = nullptr;
-    if (r.logprobs) logprobs = json{{"content", logprob_entries(*tok, end.result.logprobs)}, {"refusal", nullptr}};
-    json choice{{"index", 0}, {"message", message}, {"logprobs", std::move(logprobs)},
-                {"finish_reason", finish_reason_json(end.result.finish, called)}};
+    std::vector<const JobUpdate*> end_ptrs;
+    for (size_t c = 0; c < ends.size(); ++c) {
+      const JobUpdate& end = ends[c];
+      end_ptrs.push_back(&end);
+      std::string text = end.result.text;
+      json message{{"role", "assistant"}, {"content", text}};
+      if (thinking) {
+        ReasoningSplit sp = split_reasoning(text);
+        text = std::move(sp.content);
+        message["content"] = text;
+        if (show) message["reasoning_content"] = std::move(sp.reasoning);
+      }
+      bool called = false;
+      if (r.tool_calls) {
+        const ParsedAnswer p = parse_tool_calls(text);
+        if (!p.calls.empty()) {
+          called = true;
+          message["content"] = p.content.empty() ? json(nullptr) : json(p.content);
+          json calls = json::array();
+          for (size_t i = 0; i < p.calls.size(); ++i) calls.push_back(openai_tool_call(p.calls[i], i, false));
+          message["tool_calls"] = std::move(calls);
+        }
+      }
+      json logprobs = nullptr;
+      if (r.logprobs) logprobs = json{{"content", logprob_entries(*tok, end.result.logprobs)}, {"refusal", nullptr}};
+      choices.push_back(json{{"index", c}, {"message", message}, {"logprobs", std::move(logprobs)},
+                             {"finish_reason", finish_reason_json(end.result.finish, called)}});
+    }
     json out{{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
-             {"system_fingerprint", "qvl"}, {"choices", json::array({choice})},
-             {"usage", usage_json(end.result.timings, thinking ? reasoning_tokens(*tok, end.result.text) : -1)},
-             {"timings", timings_json(end)}};
+             {"system_fingerprint", "qvl"}, {"choices", std::move(choices)}, {"usage", usage_of(end_ptrs)},
+             {"timings", timings_json(ends[0])}};
     if (!r.warnings.empty()) out["warnings"] = r.warnings;
     return send_json(res, 200, out);
   }
 
   const bool usage = r.include_usage;
   const std::vector<std::string> warnings = r.warnings;
-  StreamFormat f;
-  f.start = sse(chunk(id, created, model, json{{"role", "assistant"}, {"content", ""}}, nullptr, usage));
-  // With tools: prose streams as content, each call as one tool_calls delta once its block is complete.
-  auto calls = r.tool_calls ? std::make_shared<ToolCallStream>() : nullptr;
-  auto n_calls = std::make_shared<size_t>(0);
+  ChoicesStreamFormat f;
+  for (size_t c = 0; c < jobs.size(); ++c)
+    f.start += sse(chunk(id, created, model, json{{"role", "assistant"}, {"content", ""}}, nullptr, usage, c));
+  // Each choice's own readers. With tools: prose streams as content, each call as one tool_calls delta once its
+  // block is complete.
+  struct ChoiceState {
+    std::unique_ptr<ToolCallStream> calls;
+    std::unique_ptr<ReasoningStream> thoughts;
+    size_t n_calls = 0;
+  };
+  auto states = std::make_shared<std::vector<ChoiceState>>(jobs.size());
+  for (ChoiceState& cs : *states) {
+    if (r.tool_calls) cs.calls = std::make_unique<ToolCallStream>();
+    if (thinking) cs.thoughts = std::make_unique<ReasoningStream>();
+  }
   // The tokens' log-probabilities ride on the first chunk written for them (or an empty delta of their own).
-  auto deltas = [=](const std::string& content, const std::vector<TokenLogprob>& lps = {}) {
+  auto deltas = [=](size_t c, const std::string& content, const std::vector<TokenLogprob>& lps = {}) {
+    ChoiceState& cs = (*states)[c];
     std::string out;
     json lp = lps.empty() ? json(nullptr) : json{{"content", logprob_entries(*tok, lps)}, {"refusal", nullptr}};
-    auto with_lp = [&](json c) {
+    auto with_lp = [&](json ch) {
       if (!lp.is_null()) {
-        c["choices"][0]["logprobs"] = std::move(lp);
+        ch["choices"][0]["logprobs"] = std::move(lp);
         lp = nullptr;
       }
-      return sse(c);
+      return sse(ch);
     };
-    if (!content.empty()) out += with_lp(chunk(id, created, model, json{{"content", content}}, nullptr, usage));
-    if (calls)
-      for (const ParsedToolCall& c : calls->take_calls())
-        out += with_lp(chunk(id, created, model, json{{"tool_calls", json::array({openai_tool_call(c, (*n_calls)++, true)})}},
-                             nullptr, usage));
-    if (!lp.is_null()) out += with_lp(chunk(id, created, model, json::object(), nullptr, usage));
+    if (!content.empty()) out += with_lp(chunk(id, created, model, json{{"content", content}}, nullptr, usage, c));
+    if (cs.calls)
+      for (const ParsedToolCall& call : cs.calls->take_calls())
+        out += with_lp(chunk(id, created, model,
+                             json{{"tool_calls", json::array({openai_tool_call(call, cs.n_calls++, true)})}}, nullptr,
+                             usage, c));
+    if (!lp.is_null()) out += with_lp(chunk(id, created, model, json::object(), nullptr, usage, c));
     return out;
   };
-  auto thoughts = thinking ? std::make_shared<ReasoningStream>() : nullptr;
-  auto reasoning_delta = [=](const std::string& r) {
-    return show && !r.empty() ? sse(chunk(id, created, model, json{{"reasoning_content", r}}, nullptr, usage)) : std::string();
+  auto reasoning_delta = [=](size_t c, const std::string& text) {
+    return show && !text.empty() ? sse(chunk(id, created, model, json{{"reasoning_content", text}}, nullptr, usage, c))
+                                 : std::string();
   };
-  auto answer = [=](std::string_view text, const std::vector<TokenLogprob>& lps = {}) {
-    return deltas(calls ? calls->push(text) : std::string(text), lps);
+  auto answer = [=](size_t c, std::string_view text, const std::vector<TokenLogprob>& lps = {}) {
+    ChoiceState& cs = (*states)[c];
+    return deltas(c, cs.calls ? cs.calls->push(text) : std::string(text), lps);
   };
-  f.text = [=](std::string_view text, const std::vector<TokenLogprob>& lps) {
-    if (!thoughts) return answer(text, lps);
-    ReasoningStream::Delta d = thoughts->push(text);
-    return reasoning_delta(d.reasoning) + answer(d.content, lps);
+  f.text = [=](size_t c, std::string_view text, const std::vector<TokenLogprob>& lps) {
+    ChoiceState& cs = (*states)[c];
+    if (!cs.thoughts) return answer(c, text, lps);
+    ReasoningStream::Delta d = cs.thoughts->push(text);
+    return reasoning_delta(c, d.reasoning) + answer(c, d.content, lps);
   };
-  f.done = [=](const JobUpdate& end) {
+  f.done = [=](size_t c, const JobUpdate& end) {
+    ChoiceState& cs = (*states)[c];
     std::string head;
-    if (thoughts) {
-      ReasoningStream::Delta d = thoughts->finish();
-      head = reasoning_delta(d.reasoning) + answer(d.content);
+    if (cs.thoughts) {
+      ReasoningStream::Delta d = cs.thoughts->finish();
+      head = reasoning_delta(c, d.reasoning) + answer(c, d.content);
     }
-    head += calls ? deltas(calls->finish()) : std::string();
-    json last = chunk(id, created, model, json::object(), finish_reason_json(end.result.finish, *n_calls > 0), usage);
+    head += cs.calls ? deltas(c, cs.calls->finish()) : std::string();
+    json last = chunk(id, created, model, json::object(), finish_reason_json(end.result.finish, cs.n_calls > 0), usage, c);
     last["timings"] = timings_json(end);
     if (!warnings.empty()) last["warnings"] = warnings;
-    std::string out = head + sse(last);
+    return head + sse(last);
+  };
+  f.all_done = [=](const std::vector<JobUpdate>& ends) {
+    std::string out;
     if (usage) {
+      std::vector<const JobUpdate*> end_ptrs;
+      for (const JobUpdate& e : ends) end_ptrs.push_back(&e);
       json u{{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
-             {"system_fingerprint", "qvl"}, {"choices", json::array()},
-             {"usage", usage_json(end.result.timings, thinking ? reasoning_tokens(*tok, end.result.text) : -1)}};
+             {"system_fingerprint", "qvl"}, {"choices", json::array()}, {"usage", usage_of(end_ptrs)}};
       out += sse(u);
     }
     return out + "data: [DONE]\n\n";
   };
   f.error = [](const ApiError& e) { return sse(openai_error_body(e)) + "data: [DONE]\n\n"; };
-  stream_job(res, "text/event-stream", std::move(a), watch, std::move(f));
+  stream_jobs(res, "text/event-stream", std::move(jobs), watch, std::move(f));
 }
 
 // What a request gives back: text, or an embedding model's vectors and a reranker's scores.

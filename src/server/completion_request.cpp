@@ -2,6 +2,7 @@
 #include "server/completion_request.h"
 
 #include "server/api.h"
+#include "server/openai_request.h"
 
 #include <limits>
 
@@ -68,20 +69,27 @@ Result<CompletionRequest> parse_completion(const json& body, const GenerateOptio
   QVL_RETURN_IF_ERROR(read_prompts(body, r));
   if (auto s = body.find("suffix"); s != body.end() && !s->is_null() && !(s->is_string() && s->get<std::string>().empty()))
     return Status::Error("suffix: not supported (Qwen3-VL has no fill-in-the-middle format); leave it out");
-  for (const char* key : {"n", "best_of"}) {
-    int64_t n = 1;
-    QVL_RETURN_IF_ERROR(read_int(body, key, n));
-    if (n != 1) return Status::Error(std::string(key) + ": only 1 is supported, got " + std::to_string(n));
-  }
+  int64_t n = 1;
+  QVL_RETURN_IF_ERROR(read_int(body, "n", n));
+  if (n < 1 || n > kMaxChoices)
+    return Status::Error("n: expected 1 to " + std::to_string(kMaxChoices) + " choices, got " + std::to_string(n));
+  if (n * static_cast<int64_t>(r.prompts.size()) > kMaxChoices)
+    return Status::Error("n: " + std::to_string(n) + " choices for each of " + std::to_string(r.prompts.size()) +
+                         " prompts make " + std::to_string(n * static_cast<int64_t>(r.prompts.size())) +
+                         " answers; at most " + std::to_string(kMaxChoices) + " per request");
+  r.n = static_cast<int>(n);
+  // best_of > n would rank extra answers by their log-probability and drop them: not done here.
+  int64_t best_of = n;
+  QVL_RETURN_IF_ERROR(read_int(body, "best_of", best_of));
+  if (best_of != n)
+    return Status::Error("best_of: only best_of equal to n (" + std::to_string(n) + ") is supported, got " +
+                         std::to_string(best_of));
   QVL_RETURN_IF_ERROR(read_logit_bias(body, "logit_bias", r.options.sampling.logit_bias));
   QVL_RETURN_IF_ERROR(read_bool(body, "stream", r.stream));
   if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
     if (!so->is_object()) return Status::Error("stream_options: expected an object such as {\"include_usage\": true}");
     QVL_RETURN_IF_ERROR(read_bool(*so, "include_usage", r.include_usage, "stream_options"));
   }
-  if (r.stream && r.prompts.size() > 1)
-    return Status::Error("prompt: a streamed request takes one prompt, got " + std::to_string(r.prompts.size()) +
-                         "; send them one per request or set stream to false");
   QVL_RETURN_IF_ERROR(read_bool(body, "echo", r.echo));
   constexpr int64_t kUnset = std::numeric_limits<int64_t>::min();  // not -1: a client's -1 is refused
   int64_t lp = kUnset;

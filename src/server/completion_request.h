@@ -13,13 +13,14 @@
 
 namespace qvl::server {
 
-inline constexpr size_t kMaxCompletionPrompts = 16;  // prompts in one request (answered as choices 0..n-1)
+inline constexpr size_t kMaxCompletionPrompts = 16;  // prompts in one request (prompt i's choices: i*n .. i*n+n-1)
 
 struct CompletionRequest {
   std::string model;
   // Each prompt: text (tokenized with control tokens such as <|im_start|> recognised) or token ids.
   std::vector<std::variant<std::string, std::vector<int32_t>>> prompts;
   GenerateOptions options;  // max_tokens defaults to 16, as OpenAI's
+  int n = 1;  // choices per prompt (prompts × n at most kMaxChoices); best_of may only equal it
   bool stream = false;
   bool include_usage = false;
   bool echo = false;        // the prompt is returned before the answer (with its log-probabilities when asked)

@@ -261,7 +261,9 @@ Result<ChatCompletionRequest> parse_chat_completion(const json& body, const Gene
 
   int64_t n = 1;
   QVL_RETURN_IF_ERROR(read_int(body, "n", n));
-  if (n != 1) return Status::Error("n: only 1 choice per request is supported, got " + std::to_string(n));
+  if (n < 1 || n > kMaxChoices)
+    return Status::Error("n: expected 1 to " + std::to_string(kMaxChoices) + " choices, got " + std::to_string(n));
+  r.n = static_cast<int>(n);
   QVL_RETURN_IF_ERROR(read_logit_bias(body, "logit_bias", r.options.sampling.logit_bias));
   QVL_RETURN_IF_ERROR(read_logprobs(body, "logprobs", "top_logprobs", r.options.logprobs));
   r.logprobs = r.options.logprobs >= 0;

@@ -17,6 +17,9 @@
 
 namespace qvl::server {
 
+// Choices one request may ask for (OpenAI's n; for /v1/completions n times the prompts): each takes a slot.
+inline constexpr int kMaxChoices = 16;
+
 struct ChatCompletionRequest {
   std::string model;
   std::vector<ChatMessage> messages;
@@ -25,6 +28,7 @@ struct ChatCompletionRequest {
   std::vector<VideoRef> videos;  // video parts in prompt order, with their fps and pixel bounds
   std::vector<DocumentRef> documents;  // file parts (PDFs) of user and tool messages, in prompt order
   GenerateOptions options;
+  int n = 1;  // choices, 1..kMaxChoices: choice i samples with seed + i
   bool stream = false;
   bool include_usage = false;
   bool logprobs = false;  // options.logprobs >= 0: the answer's tokens' log-probabilities are returned

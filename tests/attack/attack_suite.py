@@ -277,7 +277,7 @@ def table(port):
                ("max_tokens", "1e20"), ("max_tokens", "99999999999999999999999"), ("max_tokens", '"many"'),
                ("seed", "-1"), ("seed", "1e400"), ("seed", "18446744073709551616"), ("min_p", "2"),
                ("presence_penalty", "3"), ("frequency_penalty", "-3"), ("repetition_penalty", "0"),
-               ("repetition_penalty", "-1e308"), ("stop", "5"), ("stop", "[1,2]"), ("n", "5"), ("logprobs", '"yes"'), ("top_logprobs", "21"),
+               ("repetition_penalty", "-1e308"), ("stop", "5"), ("stop", "[1,2]"), ("n", "17"), ("n", "0"), ("logprobs", '"yes"'), ("top_logprobs", "21"),
                ("stream", '"yes"'), ("response_format", '{"type": "xml"}'),
                ("max_completion_tokens", "-7"), ("stream_options", "5")]
     legal = {("seed", "-1")}  # -1: "pick one", as llama.cpp and Ollama clients send it

@@ -50,6 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   if (auto r = parse_chat_completion(*body, defaults); !refused(r)) {
     QVL_CHECK(!r->messages.empty());
+    QVL_CHECK(r->n >= 1 && r->n <= kMaxChoices);
     QVL_CHECK(image_parts(r->messages) == r->images.size());
     for (const auto& [ref, where] : r->images) QVL_CHECK(!where.empty());
     check_options(r->options);
@@ -70,7 +71,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto r = parse_completion(*body, defaults); !refused(r)) {
     QVL_CHECK(!r->prompts.empty() && r->prompts.size() <= kMaxCompletionPrompts);
     QVL_CHECK(r->options.raw_prompt.empty() && r->logprobs >= -1 && r->logprobs <= qvl::kMaxTopLogprobs);
-    QVL_CHECK(!(r->stream && r->prompts.size() > 1));
+    QVL_CHECK(r->n >= 1 && static_cast<size_t>(r->n) * r->prompts.size() <= static_cast<size_t>(kMaxChoices));
     check_options(r->options);
   }
   const json history = body->contains("messages") && (*body)["messages"].is_array() ? (*body)["messages"] : json::array();

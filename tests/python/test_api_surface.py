@@ -78,6 +78,36 @@ def test_completion_several_prompts_are_choices(client, server):
     assert r.choices[1].text == alone.choices[0].text
 
 
+def test_chat_choices_through_the_openai_client(client, server):
+    kw = dict(model=server.model, messages=[{"role": "user", "content": "Name a colour."}], max_tokens=6,
+              temperature=1.2, seed=11, logprobs=True)
+    r = client.chat.completions.create(**kw, n=3)
+    assert [c.index for c in r.choices] == [0, 1, 2]
+    for c in r.choices:
+        alone = client.chat.completions.create(**dict(kw, seed=11 + c.index))
+        assert c.message.content == alone.choices[0].message.content
+        assert [t.token for t in c.logprobs.content] == [t.token for t in alone.choices[0].logprobs.content]
+    streamed = {}
+    for chunk in client.chat.completions.create(**kw, n=3, stream=True, stream_options={"include_usage": True}):
+        for c in chunk.choices:
+            streamed[c.index] = streamed.get(c.index, "") + (c.delta.content or "")
+        if chunk.usage:
+            assert chunk.usage.completion_tokens == r.usage.completion_tokens
+            assert chunk.usage.prompt_tokens == r.usage.prompt_tokens
+    assert streamed == {c.index: c.message.content for c in r.choices}
+
+
+def test_completion_prompts_times_choices_streamed(client, server):
+    kw = dict(model=server.model, prompt=["One", "Two"], max_tokens=4, temperature=1.2, seed=3, n=2)
+    whole = client.completions.create(**kw)
+    assert [c.index for c in whole.choices] == [0, 1, 2, 3]
+    streamed = {}
+    for chunk in client.completions.create(**kw, stream=True):
+        for c in chunk.choices:
+            streamed[c.index] = streamed.get(c.index, "") + c.text
+    assert streamed == {c.index: c.text for c in whole.choices}
+
+
 @pytest.mark.parametrize("body, field", [
     ({"max_tokens": 3}, "prompt"),
     ({"prompt": "x", "logprobs": 21}, "logprobs"),
@@ -86,7 +116,9 @@ def test_completion_several_prompts_are_choices(client, server):
     ({"prompt": [-1]}, "prompt[0]"),
     ({"prompt": [999999999]}, "prompt"),
     ({"prompt": "x", "echo": True, "logprobs": 1, "stream": True}, "logprobs"),
-    ({"prompt": "x", "n": 2}, "n"),
+    ({"prompt": "x", "n": 17}, "n"),
+    ({"prompt": ["a", "b", "c"], "n": 6}, "n"),
+    ({"prompt": "x", "n": 2, "best_of": 3}, "best_of"),
     ({"prompt": "<|vision_start|><|image_pad|><|vision_end|>"}, "image"),
 ])
 def test_completion_bad_requests_name_the_field(server, body, field):

@@ -156,7 +156,7 @@ def test_tool_call_loop(client):
 
 def test_bad_request_raises_bad_request_error(client):
     with pytest.raises(openai.BadRequestError) as e:
-        client.chat.completions.create(model="qwen3-vl", messages=[{"role": "user", "content": "hi"}], n=2)
+        client.chat.completions.create(model="qwen3-vl", messages=[{"role": "user", "content": "hi"}], n=17)
     assert e.value.status_code == 400
     assert "n:" in e.value.message
     with pytest.raises(openai.BadRequestError) as e:
