@@ -255,7 +255,9 @@ TEST_F(ServerErrors, PathsAreDecodedAndAWrongMethodIs405) {
                          Wrong{"POST", "/health", "GET, HEAD"}, Wrong{"GET", "/v1/embeddings", "POST"},
                          Wrong{"GET", "/v1/chat/completions", "POST"}, Wrong{"GET", "/api/embeddings", "POST"},
                          Wrong{"POST", "/", "GET, HEAD"}, Wrong{"POST", "/v1/responses/resp_x", "GET, HEAD, DELETE"},
-                         Wrong{"DELETE", "/v1/models", "GET, HEAD"}, Wrong{"GET", "/api/delete", "DELETE"}}) {
+                         Wrong{"DELETE", "/v1/models", "GET, HEAD"}, Wrong{"GET", "/api/delete", "DELETE"},
+                         Wrong{"DELETE", "/v1/responses/resp_x/input_items", "GET, HEAD"},
+                         Wrong{"POST", "/v1/responses/resp_x/input_items", "GET, HEAD"}}) {
     auto c = client();
     const std::string m = w.method;
     auto r = m == "GET" ? c->Get(w.path) : m == "DELETE" ? c->Delete(w.path) : c->Post(w.path, "{}", "application/json");
@@ -332,6 +334,13 @@ TEST_F(ServerErrors, ResponseInputItemsAreListedFromTheQuery) {
   EXPECT_EQ(post("/v1/responses", json{{"input", "x"}, {"previous_response_id", a}}).status, 404);
   EXPECT_EQ(client()->Delete("/v1/responses/" + a)->status, 404);
   EXPECT_EQ(get("/v1/responses/" + b + "/input_items").status, 200);
+  // Listed and read apart in the metrics (the listing counted a moment after its answer is sent).
+  Reply m;
+  EXPECT_TRUE(wait_for([&] {
+    m = get("/metrics");
+    return m.body.find("qvl_requests_total{endpoint=\"/v1/responses/{id}/input_items\",status=\"200\"}") != std::string::npos;
+  }, 5)) << m.body;
+  EXPECT_NE(m.body.find("qvl_requests_total{endpoint=\"/v1/responses/{id}\",status=\"404\"}"), std::string::npos) << m.body;
 
   // Images are listed as null unless asked for, in a message or a function call's output, from any earlier turn.
   const std::string png = data_uri("png_rgb8_1x1.png");

@@ -443,7 +443,7 @@ void delete_response(ApiContext& ctx, const http::Request& req, http::Response& 
 void add_responses_routes(http::Router& routes, ApiContext& ctx) {
   routes.post("/v1/responses", [&ctx](const http::Request& req, http::Response& res) { create_response(ctx, req, res); });
   routes.get_prefix("/v1/responses/", [&ctx](const http::Request& req, http::Response& res) { get_response(ctx, req, res); });
-  routes.del_prefix("/v1/responses/", [&ctx](const http::Request& req, http::Response& res) { delete_response(ctx, req, res); });
+  routes.del_segment("/v1/responses/", [&ctx](const http::Request& req, http::Response& res) { delete_response(ctx, req, res); });
 }
 
 }  // namespace qvl::server

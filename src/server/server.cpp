@@ -50,7 +50,11 @@ std::string endpoint_label(const std::string& path) {
     if (path == r) return r;
   }
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
-  if (path.rfind("/v1/responses/", 0) == 0) return "/v1/responses/{id}";
+  const std::string_view responses = "/v1/responses/", items = "/input_items";
+  if (path.starts_with(responses)) {
+    const bool listing = path.size() > responses.size() + items.size() && path.ends_with(items);
+    return listing ? "/v1/responses/{id}/input_items" : "/v1/responses/{id}";
+  }
   if (find_asset(path)) return "page";
   return "other";
 }

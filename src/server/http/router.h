@@ -13,13 +13,19 @@ using Handler = std::function<void(const Request&, Response&)>;
 
 class Router {
  public:
-  void get(std::string path, Handler h) { routes_.push_back({"GET", std::move(path), false, std::move(h)}); }
-  void post(std::string path, Handler h) { routes_.push_back({"POST", std::move(path), false, std::move(h)}); }
+  void get(std::string path, Handler h) { routes_.push_back({"GET", std::move(path), false, false, std::move(h)}); }
+  void post(std::string path, Handler h) { routes_.push_back({"POST", std::move(path), false, false, std::move(h)}); }
   // GET of `prefix` followed by at least one character; the rest is given as Request::path_param, its "%2F" and
   // "%25" decoded (decode_segment).
-  void get_prefix(std::string prefix, Handler h) { routes_.push_back({"GET", std::move(prefix), true, std::move(h)}); }
-  void del(std::string path, Handler h) { routes_.push_back({"DELETE", std::move(path), false, std::move(h)}); }
-  void del_prefix(std::string prefix, Handler h) { routes_.push_back({"DELETE", std::move(prefix), true, std::move(h)}); }
+  void get_prefix(std::string prefix, Handler h) {
+    routes_.push_back({"GET", std::move(prefix), true, false, std::move(h)});
+  }
+  void del(std::string path, Handler h) { routes_.push_back({"DELETE", std::move(path), false, false, std::move(h)}); }
+  // DELETE of `prefix` followed by one path segment (no '/': DELETE /v1/responses/{id} is not a route for
+  // /v1/responses/{id}/input_items), given as path_param as above.
+  void del_segment(std::string prefix, Handler h) {
+    routes_.push_back({"DELETE", std::move(prefix), true, true, std::move(h)});
+  }
 
   // The methods some route takes at `path` ("GET, HEAD" for GET routes), comma-separated for an Allow header;
   // empty when no route has the path. For a 405 after dispatch() found none for the request's method.
@@ -54,10 +60,13 @@ class Router {
     std::string method;
     std::string path;
     bool prefix;
+    bool one_segment;  // prefix: the rest holds no '/'
     Handler handler;
-    // The path itself, or (prefix) the path followed by at least one character.
+    // The path itself, or (prefix) the path followed by at least one character (one segment).
     bool matches(const std::string& p) const {
-      return prefix ? p.size() > path.size() && p.compare(0, path.size(), path) == 0 : p == path;
+      if (!prefix) return p == path;
+      return p.size() > path.size() && p.compare(0, path.size(), path) == 0 &&
+             (!one_segment || p.find('/', path.size()) == std::string::npos);
     }
   };
   std::vector<Route> routes_;
