@@ -390,6 +390,13 @@ TEST(Caches, EvictLeastRecentlyUsedWithinTheBudget) {
   EXPECT_EQ(into.keys(1, 1, 3, buf)[2], 3.0f);  // position 2's first value: column 2 of the first kᵀ panel
   KVCache into2(tc, 64, KVType::kF32);
   EXPECT_EQ(prefixes.restore({8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8}, 4, into2), 4) << "at most max_tokens";
+  // One over the whole budget is not kept, and the entry it holds stays.
+  std::vector<TokenKey> long_keys(30, 8);
+  EXPECT_FALSE(prefixes.fits(kv(30, 5)->committed_bytes()));
+  prefixes.put(long_keys, kv(30, 5));
+  EXPECT_EQ(prefixes.stats().entries, 2u);
+  KVCache into3(tc, 64, KVType::kF32);
+  EXPECT_EQ(prefixes.restore(long_keys, 100, into3), 10);
 }
 
 }  // namespace

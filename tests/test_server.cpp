@@ -351,6 +351,35 @@ TEST_F(ServerApi, OpenAIChoicesShareThePromptAndStreamSideBySide) {
   EXPECT_EQ(post("/v1/completions", json{{"prompt", "a"}, {"n", 2}, {"best_of", 2}, {"max_tokens", 1}}).status, 200);
 }
 
+// More choices than the server has slots and queue places (one slot, no queue): the later ones wait while the
+// earlier ones run instead of failing the request with 503; streamed, the same answers come.
+TEST_F(ServerApi, ChoicesBeyondTheSlotsAndQueueWaitTheirTurn) {
+  server::ServerOptions o = test_options();
+  o.parallel = 1;
+  o.queue = 0;
+  start(o);
+  json body = chat_body("Tell a story.", 5);
+  body["temperature"] = 1.5;
+  body["seed"] = 9;
+  body["n"] = 4;
+  Reply r = post("/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = r.json_body();
+  ASSERT_EQ(j["choices"].size(), 4u);
+  body["stream"] = true;
+  Reply s = post_stream("/v1/chat/completions", body);
+  ASSERT_EQ(s.status, 200) << s.body;
+  std::vector<std::string> streamed(4);
+  for (const std::string& ev : sse_events(s.body)) {
+    if (ev == "[DONE]") continue;
+    const json e = json::parse(ev);
+    ASSERT_FALSE(e.contains("error")) << ev;
+    const json& ch = e["choices"][0];
+    if (ch["delta"].contains("content")) streamed[ch["index"].get<size_t>()] += ch["delta"]["content"].get<std::string>();
+  }
+  for (size_t c = 0; c < 4; ++c) EXPECT_EQ(streamed[c], j["choices"][c]["message"]["content"]) << "choice " << c;
+}
+
 TEST_F(ServerApi, OpenAIStopStringsAndSampling) {
   start();
   const std::string whole = post("/v1/chat/completions", chat_body("Tell a story.", 24))

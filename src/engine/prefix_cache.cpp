@@ -33,6 +33,9 @@ int64_t PrefixCache::restore(const std::vector<TokenKey>& keys, int64_t max_toke
 void PrefixCache::put(std::vector<TokenKey> keys, std::unique_ptr<KVCache> cache) {
   QVL_CHECK(cache && static_cast<int64_t>(keys.size()) == cache->length());
   if (keys.empty()) return;
+  // One over the budget is not kept, and the shorter entries it would have replaced stay.
+  const size_t size = cache->committed_bytes();
+  if (size > budget_) return;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = entries_.begin(); it != entries_.end();) {
     const bool covered = it->keys.size() <= keys.size() && std::equal(it->keys.begin(), it->keys.end(), keys.begin()) &&
@@ -44,8 +47,6 @@ void PrefixCache::put(std::vector<TokenKey> keys, std::unique_ptr<KVCache> cache
       ++it;
     }
   }
-  const size_t size = cache->committed_bytes();
-  if (size > budget_) return;
   entries_.push_front(Entry{std::move(keys), std::move(cache), size});
   bytes_ += size;
   while (bytes_ > budget_) {

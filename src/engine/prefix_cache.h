@@ -29,6 +29,8 @@ class PrefixCache {
   // whose keys are a prefix of these are dropped (this one holds them), the least recently used go beyond
   // the budget.
   void put(std::vector<TokenKey> keys, std::unique_ptr<KVCache> cache);
+  // A cache of this many committed bytes would be kept (put() drops what is over the whole budget).
+  bool fits(size_t bytes) const { return bytes <= budget_; }
 
   struct Stats {
     uint64_t lookups = 0, hits = 0, reused_tokens = 0, evictions = 0;

@@ -89,6 +89,11 @@ JobUpdate Job::wait(std::chrono::milliseconds max_wait) {
   return u;
 }
 
+bool Job::failed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return finished_ && final_.error != JobError::kNone;
+}
+
 void Job::notify_also(std::shared_ptr<JobNotifier> notifier) {
   std::lock_guard<std::mutex> lock(mu_);
   notifier_ = std::move(notifier);
@@ -160,17 +165,20 @@ void Scheduler::start() {
   thread_ = std::thread([this] { run(); });
 }
 
-Scheduler::Submitted Scheduler::submit(InferenceRequest request) {
+Scheduler::Submitted Scheduler::submit(InferenceRequest request) { return submit_or_keep(request); }
+
+Scheduler::Submitted Scheduler::submit_or_keep(InferenceRequest& request) {
   const LoadState st = state();
   if (st == LoadState::kLoading) return {nullptr, SubmitError::kLoading};
   if (st == LoadState::kFailed) return {nullptr, SubmitError::kLoadFailed};
-  auto job = std::make_shared<Job>(std::move(request));
+  std::shared_ptr<Job> job;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!accepting_) return {nullptr, SubmitError::kShuttingDown};
     // Waiting room: --queue places, plus the free slots that the loop has not yet filled.
     const size_t capacity = static_cast<size_t>(options_.queue + std::max(0, options_.parallel - busy_));
     if (queue_.size() >= capacity) return {nullptr, SubmitError::kQueueFull};
+    job = std::make_shared<Job>(std::move(request));
     queue_.push_back(job);
   }
   cv_.notify_all();
@@ -284,8 +292,10 @@ void Scheduler::run() {
 
 std::shared_ptr<Job> Scheduler::take_next_locked() {
   for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-    const std::shared_ptr<const Job>& first = (*it)->request_.same_prompt_as;
-    if (first && !first->prompt_read()) continue;
+    std::shared_ptr<const Job>& first = (*it)->request_.same_prompt_as;
+    // With no slot running, nothing is reading the prompt it waits for: it goes (so the loop never spins).
+    if (first && !first->prompt_read() && !active_.empty()) continue;
+    first.reset();  // the first choice's result is not kept alive by this one
     std::shared_ptr<Job> job = std::move(*it);
     queue_.erase(it);
     return job;

@@ -88,6 +88,8 @@ class Job {
   // From any thread: the inference thread stops the work at its next step and finishes the job as kCancelled.
   void cancel() { cancel_.store(true); }
   bool cancel_requested() const { return cancel_.load(); }
+  // It has ended with an error (without taking its news, as wait() does).
+  bool failed();
   // From now on its news (text, start, end) also goes to `notifier`; news it had before is still there for wait().
   void notify_also(std::shared_ptr<JobNotifier> notifier);
   // Its prompt has been read (it is answering) or it has ended: a job with the same prompt can be admitted.
@@ -176,6 +178,8 @@ class Scheduler {
   };
   // Queues a request, or says why not (still loading, queue full, shutting down).
   Submitted submit(InferenceRequest request);
+  // The same, `request` moved from only when it is queued (so a refused one can be submitted again).
+  Submitted submit_or_keep(InferenceRequest& request);
 
   int queue_depth() const;
   int busy_slots() const;
@@ -207,8 +211,8 @@ class Scheduler {
     std::unique_ptr<VisionEncoder> encoder;  // created at its first slice
   };
   void run();
-  // The first queued job that may start: the oldest, passing over choices whose first choice has not yet
-  // read the prompt they share (null: none; mu_ held).
+  // The first queued job that may start: the oldest, passing over choices whose first choice (running) has not
+  // yet read the prompt they share (null: none; mu_ held, on the inference thread).
   std::shared_ptr<Job> take_next_locked();
   void admit(std::shared_ptr<Job> job);
   // false: the slot's job ended (cancelled or past its deadline) and the slot is free again.

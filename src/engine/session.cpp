@@ -355,7 +355,8 @@ void Session::prefill_done(const TextSeq& slice) {
     finish(FinishReason::kStop);
     return;
   }
-  if (options_.share_prompt && caches_.prefixes) {
+  // (The copy's committed bytes are the prompt's, as this cache's are now.)
+  if (options_.share_prompt && caches_.prefixes && caches_.prefixes->fits(cache_->committed_bytes())) {
     auto copy = std::make_unique<KVCache>(model_.config().text, cache_->length(), cache_->type());
     copy->copy_prefix_from(*cache_, cache_->length());
     caches_.prefixes->put(keys_, std::move(copy));

@@ -561,6 +561,29 @@ std::optional<ApiError> make_inference_request(const ApiContext& ctx,
   return std::nullopt;
 }
 
+namespace {
+// Waits, checking the client every 100 ms, until the submitted job has read its prompt's start or failed.
+void wait_start(Admitted& a, const http::PeerWatch& watch) {
+  for (;;) {
+    JobUpdate u = a.job->wait(std::chrono::milliseconds(100));
+    if (u.finished && u.error != JobError::kNone) {
+      a.error = job_error(u);
+      return;
+    }
+    if (u.started || u.finished) {
+      a.first = std::move(u);
+      return;
+    }
+    if (!watch.alive()) {
+      a.job->cancel();
+      a.client_gone = true;
+      a.error = ApiError{499, "the client went away", "cancelled"};
+      return;
+    }
+  }
+}
+}  // namespace
+
 Admitted submit_and_wait_start(ApiContext& ctx, InferenceRequest request, const http::PeerWatch& watch) {
   Admitted a;
   Scheduler::Submitted s = ctx.scheduler.submit(std::move(request));
@@ -569,23 +592,69 @@ Admitted submit_and_wait_start(ApiContext& ctx, InferenceRequest request, const 
     return a;
   }
   a.job = std::move(s.job);
-  for (;;) {
-    JobUpdate u = a.job->wait(std::chrono::milliseconds(100));
-    if (u.finished && u.error != JobError::kNone) {
-      a.error = job_error(u);
-      return a;
+  wait_start(a, watch);
+  return a;
+}
+
+std::optional<ApiError> submit_choices(ApiContext& ctx, InferenceRequest request, int n, const http::PeerWatch& watch,
+                                       std::vector<Admitted>& out) {
+  QVL_CHECK(n >= 1);
+  auto fail = [&](ApiError e) {
+    for (Admitted& a : out)
+      if (a.job) a.job->cancel();
+    return std::optional<ApiError>(std::move(e));
+  };
+  // Choice 0 keeps its prompt in the prefix cache for the others (a prompt read with its log-probabilities is
+  // read again by each: nothing is restored for it).
+  request.options.share_prompt = n > 1 && request.options.prompt_logprobs < 0;
+  std::optional<InferenceRequest> next;  // the later choices' request (one copy of the images, until the last)
+  if (n > 1) {
+    next = request;
+    next->options.share_prompt = false;
+  }
+  const uint64_t seed = request.options.sampling.seed;
+  // One deadline for the request: a later choice gets what is left of the server's timeout.
+  const double timeout_s = request.timeout_s;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  auto news = std::make_shared<JobNotifier>();  // the choices' news wakes a wait for queue room
+  for (int i = 0; i < n; ++i) {
+    InferenceRequest r;
+    if (i == 0) {
+      r = std::move(request);
+    } else if (i + 1 < n) {
+      r = *next;
+    } else {
+      r = std::move(*next);
+      next.reset();
     }
-    if (u.started || u.finished) {
-      a.first = std::move(u);
-      return a;
-    }
-    if (!watch.alive()) {
-      a.job->cancel();
-      a.client_gone = true;
-      a.error = ApiError{499, "the client went away", "cancelled"};
-      return a;
+    r.options.sampling.seed = seed + static_cast<uint64_t>(i);
+    if (i > 0) r.same_prompt_as = out[0].job;
+    for (;;) {
+      // A choice that failed (a timeout, an image that would not encode) fails the request: no more start.
+      for (Admitted& a : out)
+        if (a.job->failed()) return fail(job_error(a.job->wait(std::chrono::milliseconds(0))));
+      if (i > 0 && timeout_s > 0) r.timeout_s = std::max(1e-3, timeout_s - elapsed_s());
+      const uint64_t seen = news->count();
+      Scheduler::Submitted s = ctx.scheduler.submit_or_keep(r);
+      if (s.error == SubmitError::kNone) {
+        Admitted a;
+        a.job = std::move(s.job);
+        a.job->notify_also(news);
+        wait_start(a, watch);
+        if (a.error) return fail(*a.error);
+        out.push_back(std::move(a));
+        break;
+      }
+      // The queue is full of other requests: wait while this one's choices run (a slot frees as one ends), up to
+      // the request's deadline.
+      if (s.error != SubmitError::kQueueFull || out.empty() || (timeout_s > 0 && elapsed_s() >= timeout_s))
+        return fail(submit_error(s.error, ctx));
+      if (!watch.alive()) return fail(ApiError{499, "the client went away", "cancelled"});
+      news->wait_past(seen, std::chrono::milliseconds(100));
     }
   }
+  return std::nullopt;
 }
 
 JobUpdate wait_for_end(Admitted& admitted, const http::PeerWatch& watch, bool& client_gone) {
@@ -600,43 +669,6 @@ JobUpdate wait_for_end(Admitted& admitted, const http::PeerWatch& watch, bool& c
     }
   }
   return u;
-}
-
-std::optional<ApiError> submit_choices(ApiContext& ctx, InferenceRequest request, int n, const http::PeerWatch& watch,
-                                       std::vector<Admitted>& out) {
-  QVL_CHECK(n >= 1);
-  auto cancel_all = [&] {
-    for (Admitted& a : out)
-      if (a.job) a.job->cancel();
-  };
-  // Choice 0 keeps its prompt in the prefix cache for the others (a prompt read with its log-probabilities is
-  // read again by each: nothing is restored for it).
-  request.options.share_prompt = n > 1 && request.options.prompt_logprobs < 0;
-  std::optional<InferenceRequest> next;
-  if (n > 1) {
-    next = request;
-    next->options.share_prompt = false;
-  }
-  const uint64_t seed = request.options.sampling.seed;
-  for (int i = 0; i < n; ++i) {
-    InferenceRequest r;
-    if (i == 0) {
-      r = std::move(request);
-    } else if (i + 1 < n) {
-      r = *next;
-    } else {
-      r = std::move(*next);
-    }
-    r.options.sampling.seed = seed + static_cast<uint64_t>(i);
-    if (i > 0) r.same_prompt_as = out[0].job;
-    Admitted a = submit_and_wait_start(ctx, std::move(r), watch);
-    if (a.error) {
-      cancel_all();
-      return a.error;
-    }
-    out.push_back(std::move(a));
-  }
-  return std::nullopt;
 }
 
 namespace {
@@ -709,7 +741,8 @@ void stream_jobs(http::Response& res, const char* content_type, std::vector<Admi
         return;
       }
       if (!st->watch.alive()) return;
-      if (!news) st->notifier->wait_past(seen, std::chrono::milliseconds(100));
+      // (The first pass took the updates the jobs had when they started; what came since is polled at once.)
+      if (!news && !first) st->notifier->wait_past(seen, std::chrono::milliseconds(100));
     }
   };
 }

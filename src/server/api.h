@@ -178,7 +178,9 @@ Admitted submit_and_wait_start(ApiContext& ctx, InferenceRequest request, const 
 // A request's n choices (OpenAI's n) of one prompt: choice 0 is `request` (sharing its prompt through the
 // prefix cache when n > 1), choice i the same with the seed + i, admitted only once choice 0 has read the
 // prompt, so the prompt and its images are read once. Each is submitted when the one before it has started
-// (so at most one copy of the images waits in the queue). On an error the ones admitted are cancelled.
+// (the images held twice at most: the later choices' copy and the one queued); a queue full of other requests
+// is waited out while this one's choices run. The server's timeout counts from the first submission for all of
+// them. On an error (a choice that fails, the client gone) the ones admitted are cancelled.
 std::optional<ApiError> submit_choices(ApiContext& ctx, InferenceRequest request, int n, const http::PeerWatch& watch,
                                        std::vector<Admitted>& out);
 
