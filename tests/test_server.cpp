@@ -378,6 +378,10 @@ TEST_F(ServerApi, ChoicesBeyondTheSlotsAndQueueWaitTheirTurn) {
     if (ch["delta"].contains("content")) streamed[ch["index"].get<size_t>()] += ch["delta"]["content"].get<std::string>();
   }
   for (size_t c = 0; c < 4; ++c) EXPECT_EQ(streamed[c], j["choices"][c]["message"]["content"]) << "choice " << c;
+  // The same across several prompts of a legacy completion: prompt 1 waits for prompt 0's answers.
+  Reply l = post("/v1/completions", json{{"prompt", json::array({"One", "Two"})}, {"n", 2}, {"max_tokens", 3}});
+  ASSERT_EQ(l.status, 200) << l.body;
+  EXPECT_EQ(l.json_body()["choices"].size(), 4u);
 }
 
 TEST_F(ServerApi, OpenAIStopStringsAndSampling) {

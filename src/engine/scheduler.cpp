@@ -67,8 +67,8 @@ Job::Job(InferenceRequest request) : request_(std::move(request)) {
   submitted_ = started_at_ = Clock::now();
   if (request_.timeout_s > 0) {
     has_deadline_ = true;
-    deadline_ = submitted_ + std::chrono::duration_cast<Clock::duration>(
-                                 std::chrono::duration<double>(request_.timeout_s));
+    deadline_ = request_.timeout_from.value_or(submitted_) +
+                std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(request_.timeout_s));
   }
 }
 

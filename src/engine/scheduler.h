@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -33,6 +34,8 @@ struct InferenceRequest {
   std::vector<ImageRGB> images;
   GenerateOptions options;
   double timeout_s = 0;  // 0: none; counted from submission, queueing included
+  // Where set (a later choice of a request): timeout_s counts from here instead of from submission.
+  std::optional<std::chrono::steady_clock::time_point> timeout_from;
   std::vector<std::shared_ptr<const PreprocessedVideo>> videos;  // sampled and preprocessed, in prompt order
   // Another choice of the same request (an API's n), submitted before this one with the same prompt and
   // options.share_prompt: this one is admitted only once that one has read its prompt (or ended), so that it

@@ -11,6 +11,8 @@
 #include <limits>
 #include <map>
 #include <semaphore>
+#include <cstdio>
+#include <thread>
 #include <random>
 
 #include "engine/image_cache.h"
@@ -562,8 +564,9 @@ std::optional<ApiError> make_inference_request(const ApiContext& ctx,
 }
 
 namespace {
-// Waits, checking the client every 100 ms, until the submitted job has read its prompt's start or failed.
-void wait_start(Admitted& a, const http::PeerWatch& watch) {
+// Waits, checking the client every 100 ms, until the submitted job has read its prompt's start or failed; also
+// stops (cancelling the job) when `stop` gives an error.
+void wait_start(Admitted& a, const http::PeerWatch& watch, const std::function<std::optional<ApiError>()>& stop = {}) {
   for (;;) {
     JobUpdate u = a.job->wait(std::chrono::milliseconds(100));
     if (u.finished && u.error != JobError::kNone) {
@@ -579,6 +582,13 @@ void wait_start(Admitted& a, const http::PeerWatch& watch) {
       a.client_gone = true;
       a.error = ApiError{499, "the client went away", "cancelled"};
       return;
+    }
+    if (stop) {
+      if (auto e = stop()) {
+        a.job->cancel();
+        a.error = std::move(e);
+        return;
+      }
     }
   }
 }
@@ -597,27 +607,41 @@ Admitted submit_and_wait_start(ApiContext& ctx, InferenceRequest request, const 
 }
 
 std::optional<ApiError> submit_choices(ApiContext& ctx, InferenceRequest request, int n, const http::PeerWatch& watch,
-                                       std::vector<Admitted>& out) {
+                                       std::vector<Admitted>& out, std::chrono::steady_clock::time_point started) {
   QVL_CHECK(n >= 1);
   auto fail = [&](ApiError e) {
     for (Admitted& a : out)
       if (a.job) a.job->cancel();
     return std::optional<ApiError>(std::move(e));
   };
+  // A job of the request that failed (a timeout, an image that would not encode) fails it: no more start.
+  auto failed = [&]() -> std::optional<ApiError> {
+    for (Admitted& a : out)
+      if (a.job->failed()) return job_error(a.job->wait(std::chrono::milliseconds(0)));
+    return std::nullopt;
+  };
+  // The server's timeout is one budget for the whole request, counted from `started`.
+  const double timeout_s = request.timeout_s;
+  auto out_of_time = [&]() -> std::optional<ApiError> {
+    if (timeout_s <= 0 || std::chrono::steady_clock::now() - started < std::chrono::duration<double>(timeout_s))
+      return std::nullopt;
+    char t[32];
+    std::snprintf(t, sizeof t, "%g", timeout_s);
+    return ApiError{504, std::string("the request's answers ran past the server's timeout of ") + t +
+                             " s; ask for fewer (n) or shorter (max_tokens) answers, or raise --timeout",
+                    "timeout"};
+  };
   // Choice 0 keeps its prompt in the prefix cache for the others (a prompt read with its log-probabilities is
   // read again by each: nothing is restored for it).
   request.options.share_prompt = n > 1 && request.options.prompt_logprobs < 0;
+  request.timeout_from = started;
   std::optional<InferenceRequest> next;  // the later choices' request (one copy of the images, until the last)
   if (n > 1) {
     next = request;
     next->options.share_prompt = false;
   }
   const uint64_t seed = request.options.sampling.seed;
-  // One deadline for the request: a later choice gets what is left of the server's timeout.
-  const double timeout_s = request.timeout_s;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto elapsed_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  auto news = std::make_shared<JobNotifier>();  // the choices' news wakes a wait for queue room
+  const size_t first = out.size();  // this prompt's choice 0
   for (int i = 0; i < n; ++i) {
     InferenceRequest r;
     if (i == 0) {
@@ -629,29 +653,24 @@ std::optional<ApiError> submit_choices(ApiContext& ctx, InferenceRequest request
       next.reset();
     }
     r.options.sampling.seed = seed + static_cast<uint64_t>(i);
-    if (i > 0) r.same_prompt_as = out[0].job;
+    if (i > 0) r.same_prompt_as = out[first].job;
     for (;;) {
-      // A choice that failed (a timeout, an image that would not encode) fails the request: no more start.
-      for (Admitted& a : out)
-        if (a.job->failed()) return fail(job_error(a.job->wait(std::chrono::milliseconds(0))));
-      if (i > 0 && timeout_s > 0) r.timeout_s = std::max(1e-3, timeout_s - elapsed_s());
-      const uint64_t seen = news->count();
+      if (!watch.alive()) return fail(ApiError{499, "the client went away", "cancelled"});
+      if (auto e = failed()) return fail(*e);
+      if (auto e = out.empty() ? std::nullopt : out_of_time()) return fail(*e);
       Scheduler::Submitted s = ctx.scheduler.submit_or_keep(r);
       if (s.error == SubmitError::kNone) {
         Admitted a;
         a.job = std::move(s.job);
-        a.job->notify_also(news);
-        wait_start(a, watch);
+        wait_start(a, watch, failed);
         if (a.error) return fail(*a.error);
         out.push_back(std::move(a));
         break;
       }
-      // The queue is full of other requests: wait while this one's choices run (a slot frees as one ends), up to
-      // the request's deadline.
-      if (s.error != SubmitError::kQueueFull || out.empty() || (timeout_s > 0 && elapsed_s() >= timeout_s))
-        return fail(submit_error(s.error, ctx));
-      if (!watch.alive()) return fail(ApiError{499, "the client went away", "cancelled"});
-      news->wait_past(seen, std::chrono::milliseconds(100));
+      // The queue is full of other requests: wait while this one's jobs run (a slot frees as one ends), within the
+      // request's timeout.
+      if (s.error != SubmitError::kQueueFull || out.empty()) return fail(submit_error(s.error, ctx));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
   return std::nullopt;

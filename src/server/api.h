@@ -175,14 +175,15 @@ std::optional<ApiError> make_inference_request(const ApiContext& ctx,
 // So a request the engine refuses (a prompt over the context) gets a 4xx even when it asked to stream.
 Admitted submit_and_wait_start(ApiContext& ctx, InferenceRequest request, const http::PeerWatch& watch);
 
-// A request's n choices (OpenAI's n) of one prompt: choice 0 is `request` (sharing its prompt through the
-// prefix cache when n > 1), choice i the same with the seed + i, admitted only once choice 0 has read the
-// prompt, so the prompt and its images are read once. Each is submitted when the one before it has started
-// (the images held twice at most: the later choices' copy and the one queued); a queue full of other requests
-// is waited out while this one's choices run. The server's timeout counts from the first submission for all of
-// them. On an error (a choice that fails, the client gone) the ones admitted are cancelled.
+// A request's n choices (OpenAI's n) of one prompt, appended to `out` (which may hold the request's jobs for
+// earlier prompts): choice 0 is `request` (sharing its prompt through the prefix cache when n > 1), choice i the
+// same with the seed + i, admitted only once choice 0 has read the prompt, so the prompt and its images are read
+// once. Each is submitted when the one before it has started (the images held twice at most: the later choices'
+// copy and the one queued); a queue full of other requests is waited out while the request's jobs run. The
+// server's timeout is one budget for all of the request's jobs, counted from `started` (its first submission).
+// On an error (a job of the request that failed, the client gone, the time up) every job in `out` is cancelled.
 std::optional<ApiError> submit_choices(ApiContext& ctx, InferenceRequest request, int n, const http::PeerWatch& watch,
-                                       std::vector<Admitted>& out);
+                                       std::vector<Admitted>& out, std::chrono::steady_clock::time_point started);
 
 // Waits for the end of an admitted job; a client that goes away cancels it (client_gone is then set).
 JobUpdate wait_for_end(Admitted& admitted, const http::PeerWatch& watch, bool& client_gone);

@@ -58,16 +58,13 @@ void completions(ApiContext& ctx, const http::Request& req, http::Response& res)
   // Every prompt's choices admitted before any is waited for: they run side by side in the scheduler's slots.
   // Prompt i's choice j is choice i * n + j.
   std::vector<Admitted> jobs;
+  const auto started = std::chrono::steady_clock::now();
   for (size_t i = 0; i < ids.size(); ++i) {
     InferenceRequest ir;
     ir.options = r.options;
     ir.options.raw_prompt = std::move(ids[i]);
     ir.timeout_s = ctx.options.timeout_s;
-    std::vector<Admitted> mine;
-    std::optional<ApiError> e = submit_choices(ctx, std::move(ir), r.n, watch, mine);
-    for (Admitted& a : mine) jobs.push_back(std::move(a));
-    if (e) {
-      for (Admitted& a : jobs) a.job->cancel();
+    if (std::optional<ApiError> e = submit_choices(ctx, std::move(ir), r.n, watch, jobs, started)) {
       if (r.prompts.size() > 1 && e->status == 400) e->message = "prompt[" + std::to_string(i) + "]: " + e->message;
       return fail(*e);
     }

@@ -67,7 +67,7 @@ void chat_completions(ApiContext& ctx, const http::Request& req, http::Response&
   const int64_t created = unix_now();
   const http::PeerWatch& watch = req.peer;
   std::vector<Admitted> jobs;
-  if (auto e = submit_choices(ctx, std::move(ir), r.n, watch, jobs)) return fail(*e);
+  if (auto e = submit_choices(ctx, std::move(ir), r.n, watch, jobs, std::chrono::steady_clock::now())) return fail(*e);
   const Tokenizer* tok = &ctx.scheduler.model()->tokenizer();  // loaded: the job was admitted
   // The usage of all choices: the prompt (read once, by choice 0) and every choice's answer.
   auto usage_of = [tok, thinking](const std::vector<const JobUpdate*>& ends) {
