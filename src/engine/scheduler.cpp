@@ -99,31 +99,30 @@ void Job::notify_also(std::shared_ptr<JobNotifier> notifier) {
   notifier_ = std::move(notifier);
 }
 
-void Job::notify() {
+void Job::notify(const std::shared_ptr<JobNotifier>& also) {
   cv_.notify_all();
-  std::shared_ptr<JobNotifier> n;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    n = notifier_;
-  }
-  if (n) n->notify();
+  if (also) also->notify();
 }
 
 void Job::mark_started() {
+  std::shared_ptr<JobNotifier> also;
   {
     std::lock_guard<std::mutex> lock(mu_);
     started_ = true;
+    also = notifier_;
   }
-  notify();
+  notify(also);
 }
 
 void Job::push_text(const std::string& text, std::span<const TokenLogprob> logprobs) {
+  std::shared_ptr<JobNotifier> also;
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_text_ += text;
     pending_logprobs_.insert(pending_logprobs_.end(), logprobs.begin(), logprobs.end());
+    also = notifier_;
   }
-  notify();
+  notify(also);
 }
 
 JobUpdate Job::prepare_finish(JobError error, std::string message, const GenerateResult& result) {
@@ -140,11 +139,13 @@ JobUpdate Job::prepare_finish(JobError error, std::string message, const Generat
 }
 
 void Job::publish_finish() {
+  std::shared_ptr<JobNotifier> also;
   {
     std::lock_guard<std::mutex> lock(mu_);
     finished_ = true;
+    also = notifier_;
   }
-  notify();
+  notify(also);
 }
 
 // ---- Scheduler ------------------------------------------------------------------------------------------

@@ -118,8 +118,8 @@ class Job {
   std::atomic<bool> cancel_{false};
   std::atomic<bool> prompt_read_{false};
 
-  // Wakes the waiters (after mu_ is released).
-  void notify();
+  // Wakes the waiters and `also` (the notifier read with the news, under mu_; called after mu_ is released).
+  void notify(const std::shared_ptr<JobNotifier>& also);
 
   std::mutex mu_;
   std::condition_variable cv_;
