@@ -62,6 +62,7 @@ qvl_add_fuzz_target(safetensors)  # safetensors header and shard index
 qvl_add_fuzz_target(quantized)    # quantized weights (U8 blocks + metadata) bound and read
 qvl_add_fuzz_target(chat)         # chat JSON -> messages -> chat template
 qvl_add_fuzz_target(tokenizer)    # tokenizer.json's BPE on any bytes, both modes
+qvl_add_fuzz_target(tokenizer_json)  # tokenizer.json itself, read as a stream, against nlohmann's DOM
 qvl_add_fuzz_target(config)       # config.json
 qvl_add_fuzz_target(api_json)     # request bodies: JSON limits + parse -> OpenAI, Ollama chat/generate, /chat
 qvl_add_fuzz_target(multipart)    # multipart/form-data bodies (POST /v1/vision/completion)

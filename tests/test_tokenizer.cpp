@@ -4,8 +4,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+#include <map>
+#include <unistd.h>
+
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_json.h"
 #include "tokenizer/unicode.h"
 #include "util/file.h"
 
@@ -142,6 +147,186 @@ TEST(Tokenizer, ReportsAMissingFileClearly) {
   auto r = Tokenizer::load("/nonexistent/model");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("/nonexistent/model"), std::string::npos) << r.status().message();
+}
+
+// The streaming reader against nlohmann's DOM of the same file: the same vocabulary, merges in the same order,
+// the same added tokens.
+TEST(TokenizerJson, ReadsWhatTheDocumentHolds) {
+  const std::string file = test::model_files_dir() + "/tokenizer.json";
+  auto text = read_file_text(file);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  auto read = read_tokenizer_json(*text, file);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  const nlohmann::json j = nlohmann::json::parse(*text);
+  EXPECT_EQ(read->model_type, "BPE");
+
+  ASSERT_EQ(read->vocab.size(), j["model"]["vocab"].size());
+  std::map<std::string, int64_t> vocab;
+  for (const auto& [key, id] : read->vocab) vocab[key] = id;
+  EXPECT_EQ(vocab.size(), read->vocab.size());  // no key twice in the real file
+  for (const auto& [key, id] : j["model"]["vocab"].items()) EXPECT_EQ(vocab.at(key), id.get<int64_t>()) << key;
+
+  const auto& merges = j["model"]["merges"];
+  ASSERT_EQ(read->merges.size(), merges.size());
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const std::string left = merges[i].is_array() ? merges[i][0].get<std::string>() : "";
+    EXPECT_EQ(read->merges[i].first, left) << i;
+    EXPECT_EQ(read->merges[i].second, merges[i][1].get<std::string>()) << i;
+  }
+  const auto& added = j["added_tokens"];
+  ASSERT_EQ(read->added.size(), added.size());
+  for (size_t i = 0; i < added.size(); ++i) {
+    EXPECT_EQ(read->added[i].id, added[i]["id"].get<int32_t>());
+    EXPECT_EQ(read->added[i].content, added[i]["content"].get<std::string>());
+    EXPECT_EQ(read->added[i].special, added[i]["special"].get<bool>());
+  }
+}
+
+// The keys it does not read are passed over whatever they hold (a "vocab" inside the decoder is not the
+// vocabulary; nesting 100,000 deep costs nothing); a key given twice keeps its last value, as a JSON object does.
+TEST(TokenizerJson, SkipsWhatItDoesNotReadAndKeepsTheLastOfARepeatedKey) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string text = R"({"version": "1.0", "decoder": {"vocab": {"z": 9}, "merges": [["z", "z"]], "x": )" + deep +
+                           R"(}, "added_tokens": [{"id": 1, "content": "<a>"}],
+      "model": {"type": "BPE", "vocab": {"q": 0}, "merges": [["q", "q"]]},
+      "model": {"dropout": null, "vocab": {"a": 0, "b": 1, "a": 2}, "merges": ["a b", ["b", "a"]], "type": "BPE",
+                "extra": {"type": "WordPiece"}},
+      "added_tokens": [{"id": 3, "content": "<x>", "special": true, "lstrip": false, "more": [{"id": 7}]},
+                       {"special": false, "content": "<y>", "id": 4}]})";
+  auto r = read_tokenizer_json(text, "t.json");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->model_type, "BPE");
+  const std::vector<std::pair<std::string, int64_t>> vocab{{"a", 0}, {"b", 1}, {"a", 2}};
+  EXPECT_EQ(r->vocab, vocab);
+  const std::vector<std::pair<std::string, std::string>> merges{{"a", "b"}, {"b", "a"}};
+  EXPECT_EQ(r->merges, merges);
+  ASSERT_EQ(r->added.size(), 2u);
+  EXPECT_EQ(r->added[0].id, 3);
+  EXPECT_EQ(r->added[0].content, "<x>");
+  EXPECT_TRUE(r->added[0].special);
+  EXPECT_EQ(r->added[1].id, 4);
+  EXPECT_FALSE(r->added[1].special);
+
+  auto none = read_tokenizer_json(R"({"added_tokens": [{"id": 1, "content": "<a>"}], "model": {"type": "BPE",
+      "vocab": {}, "merges": []}, "added_tokens": null})", "t.json");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_TRUE(none->added.empty());
+}
+
+TEST(TokenizerJson, RefusesWhatIsNotABpeTokenizerSayingWhere) {
+  const std::string ok_model = R"("model": {"type": "BPE", "vocab": {"a": 0}, "merges": []})";
+  const std::pair<std::string, std::string> cases[] = {
+      {"", "not valid JSON"},
+      {R"({"model": {"type": "BPE", "vocab": {"a": 0,}}})", "not valid JSON (parse error at line 1, column 44"},
+      {"[]", "the top level is an array"},
+      {"3", "the top level is not an object"},
+      {"{}", "model.type is not \"BPE\""},
+      {R"({"model": 3})", "model.type is not \"BPE\""},
+      {R"({"model": [{"type": "BPE"}]})", "model.type is not \"BPE\""},
+      {R"({"model": {"type": "WordPiece", "vocab": {}, "merges": []}})", "model.type is not \"BPE\""},
+      {R"({"model": {"type": 5, "vocab": {}, "merges": []}})", "model.type is not \"BPE\""},
+      {R"({"model": {"type": ["BPE"], "vocab": {}, "merges": []}})", "model.type is not \"BPE\""},
+      {R"({"model": {"type": "BPE", "merges": []}})", "model.vocab is missing"},
+      {R"({"model": {"type": "BPE", "vocab": [], "merges": []}})", "model.vocab is missing"},
+      {R"({"model": {"type": "BPE", "vocab": {}, "merges": [], "vocab": 3}})", "model.vocab is missing"},
+      {R"({"model": {"type": "BPE", "vocab": {}}})", "model.merges is missing"},
+      {R"({"model": {"type": "BPE", "vocab": {}, "merges": {}}})", "model.merges is missing"},
+      {R"({"model": {"type": "BPE", "vocab": {"a": 1.5}, "merges": []}})", "vocab entry \"a\" has a bad id"},
+      {R"({"model": {"type": "BPE", "vocab": {"a": "1"}, "merges": []}})", "vocab entry \"a\" has a bad id"},
+      {R"({"model": {"type": "BPE", "vocab": {"b": [1]}, "merges": []}})", "vocab entry \"b\" has a bad id"},
+      {R"({"model": {"type": "BPE", "vocab": {"c": 99999999999999999999}, "merges": []}})", "vocab entry \"c\" has a bad id"},
+      {R"({"model": {"type": "BPE", "vocab": {}, "merges": [["a"]]}})", "merge #0 is neither [a, b] nor \"a b\""},
+      {R"({"model": {"type": "BPE", "vocab": {}, "merges": ["a b", ["a", "b", "c"]]}})", "merge #1 is neither"},
+      {R"({"model": {"type": "BPE", "vocab": {}, "merges": [["a", 1]]}})", "merge #0 is neither"},
+      {R"({"model": {"type": "BPE", "vocab": {}, "merges": [["a", ["b"]]]}})", "merge #0 is neither"},
+      {R"({"model": {"type": "BPE", "vocab": {}, "merges": [{"a": "b"}]}})", "merge #0 is neither"},
+      {R"({"model": {"type": "BPE", "vocab": {}, "merges": [null]}})", "merge #0 is neither"},
+      {R"({"model": {"type": "BPE", "vocab": {}, "merges": ["ab"]}})", "merge \"ab\" has no space"},
+      {"{" + ok_model + R"(, "added_tokens": {}})", "added_tokens is not an array"},
+      {"{" + ok_model + R"(, "added_tokens": 3})", "added_tokens is not an array"},
+      {"{" + ok_model + R"(, "added_tokens": [3]})", "an added_tokens entry lacks id or content"},
+      {"{" + ok_model + R"(, "added_tokens": [[]]})", "an added_tokens entry lacks id or content"},
+      {"{" + ok_model + R"(, "added_tokens": [{"id": 1}]})", "an added_tokens entry lacks id or content"},
+      {"{" + ok_model + R"(, "added_tokens": [{"id": "1", "content": "x"}]})", "lacks id or content"},
+      {"{" + ok_model + R"(, "added_tokens": [{"id": 1, "content": ["x"]}]})", "lacks id or content"},
+      {"{" + ok_model + R"(, "added_tokens": [{"id": -1, "content": "x"}]})", "added token \"x\" has a bad id"},
+      {"{" + ok_model + R"(, "added_tokens": [{"id": 1, "content": "x", "special": "yes"}]})",
+       "added token \"x\": special is not true or false"},
+      {"{" + ok_model + R"(, "added_tokens": [{"id": 1, "content": "x", "special": 1.5}]})", "special is not true or false"},
+      {"{" + ok_model + R"(, "added_tokens": 1.5})", "added_tokens is not an array"},
+  };
+  for (const auto& [text, want] : cases) {
+    auto r = read_tokenizer_json(text, "dir/tokenizer.json");
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_EQ(r.status().message().rfind("dir/tokenizer.json: ", 0), 0u) << r.status().message();
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << text << "\n" << r.status().message();
+  }
+}
+
+// A tokenizer.json of the 256 byte tokens plus what `extra_vocab` and `added` add, in a fresh directory.
+std::string write_byte_tokenizer(const std::string& name, const std::string& extra_vocab, const std::string& merges,
+                                 const std::string& added) {
+  // GPT-2's bytes_to_unicode(): printable bytes stand for themselves, the other 68 for U+0100 + n in order.
+  std::string vocab;
+  int n = 0;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    const char32_t cp = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + n++);
+    std::string text;
+    unicode::append_utf8(text, cp);
+    vocab += (b ? ", " : "") + nlohmann::json(text).dump() + ": " + std::to_string(b);
+  }
+  const std::string dir = (std::filesystem::temp_directory_path() / ("qvl-tok-" + name + "-" + std::to_string(getpid()))).string();
+  std::filesystem::create_directories(dir);
+  const std::string text = R"({"model": {"type": "BPE", "vocab": {)" + vocab + extra_vocab + R"(}, "merges": [)" + merges +
+                           R"(]}, "added_tokens": [)" + added + "]}";
+  EXPECT_TRUE(write_file_bytes(dir + "/tokenizer.json", text.data(), text.size()).ok());
+  return dir;
+}
+
+// tokenizer.json's vocabulary is a JSON object: a key given twice keeps its last id, and the earlier id has no
+// token (as in Hugging Face, whose loader reads the object into a map); merges and added tokens bind by bytes.
+TEST(Tokenizer, BuildsFromASmallFileAndKeepsTheLastOfARepeatedKey) {
+  const std::string dir = write_byte_tokenizer("repeat", R"(, "ab": 256, "abc": 257, "ab": 258)",
+                                               R"(["a", "b"], ["ab", "c"])", R"({"id": 259, "content": "<s>", "special": true})");
+  auto tok = Tokenizer::load(dir);
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  EXPECT_EQ(tok->vocab_size(), 260);
+  EXPECT_EQ(tok->token_id("ab"), 258);
+  EXPECT_EQ(tok->token_bytes(256), "");
+  EXPECT_EQ(tok->token_bytes(258), "ab");
+  EXPECT_EQ(tok->encode("abc"), (std::vector<int32_t>{257}));
+  EXPECT_EQ(tok->encode("ab ab"), (std::vector<int32_t>{258, ' ', 258}));
+  EXPECT_EQ(tok->encode("<s>a", /*allow_special=*/true), (std::vector<int32_t>{259, 'a'}));
+  EXPECT_EQ(tok->vocab_token_id("\u0120"), ' ');  // Ġ, the byte-level space
+  EXPECT_EQ(tok->token_id("zz"), -1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Tokenizer, RefusesAVocabularyItCannotIndex) {
+  const struct {
+    const char* name;
+    std::string vocab, merges, added, want;
+  } cases[] = {
+      {"shared", R"(, "ab": 256, "cd": 256)", "", "", "vocab entries \"cd\" and another share the id 256"},
+      {"added", R"(, "ab": 256)", "", R"({"id": 256, "content": "<s>"})",
+       "added token \"<s>\" takes the id 256 of a vocab entry with other text"},
+      {"merge", R"(, "ab": 256)", R"(["a", "c"])", "", "merge #0 (a c) names a token not in the vocab"},
+      {"bad-id", R"(, "ab": 99999999)", "", "", "vocab entry \"ab\" has a bad id"},
+      {"alphabet", R"(, "a b": 256)", "", "", "holds a character outside the byte-level alphabet"},
+  };
+  for (const auto& c : cases) {
+    const std::string dir = write_byte_tokenizer(c.name, c.vocab, c.merges, c.added);
+    auto tok = Tokenizer::load(dir);
+    ASSERT_FALSE(tok.ok()) << c.name;
+    EXPECT_NE(tok.status().message().find(c.want), std::string::npos) << tok.status().message();
+    EXPECT_NE(tok.status().message().find(dir + "/tokenizer.json: "), std::string::npos) << tok.status().message();
+    std::filesystem::remove_all(dir);
+  }
+  // An added token that repeats its vocab entry's text is the usual case, and fine.
+  const std::string dir = write_byte_tokenizer("same", R"(, "ab": 256)", "", R"({"id": 256, "content": "ab"})");
+  EXPECT_TRUE(Tokenizer::load(dir).ok());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

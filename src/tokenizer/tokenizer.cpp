@@ -6,9 +6,8 @@
 #include <filesystem>
 #include <queue>
 
-#include <nlohmann/json.hpp>
-
 #include "tokenizer/pretokenizer.h"
+#include "tokenizer/tokenizer_json.h"
 #include "tokenizer/unicode.h"
 #include "util/file.h"
 #include "util/builtin_files.h"
@@ -30,18 +29,25 @@ std::vector<int> unicode_to_byte_table() {
   return inv;
 }
 
-// Maps a byte-level token string ("Ġhello") back to its raw bytes (" hello").
-Result<std::string> byte_level_to_bytes(const std::string& token, const std::vector<int>& inv) {
-  std::string out;
-  out.reserve(token.size());
+// Maps a byte-level token string ("Ġhello") back to its raw bytes (" hello") in `out`; false when it holds a
+// character outside the byte-level alphabet.
+bool byte_level_to_bytes(std::string_view token, const std::vector<int>& inv, std::string& out) {
+  out.clear();
   for (size_t i = 0; i < token.size();) {
     int len = 0;
     char32_t cp = unicode::decode_utf8(token, i, &len);
-    if (cp >= inv.size() || inv[cp] < 0)
-      return Status::Error("token \"" + token + "\" holds a character outside the byte-level alphabet");
+    if (cp >= inv.size() || inv[cp] < 0) return false;
     out.push_back(static_cast<char>(inv[cp]));
     i += static_cast<size_t>(len);
   }
+  return true;
+}
+
+Result<std::string> byte_level_to_bytes(const std::string& token, const std::vector<int>& inv) {
+  std::string out;
+  out.reserve(token.size());
+  if (!byte_level_to_bytes(token, inv, out))
+    return Status::Error("token \"" + token + "\" holds a character outside the byte-level alphabet");
   return out;
 }
 
@@ -51,44 +57,9 @@ Result<Tokenizer> Tokenizer::load(const std::string& path) {
   std::string file = path;
   if (is_builtin_path(path) || std::filesystem::is_directory(path)) file = (std::filesystem::path(path) / "tokenizer.json").string();
   QVL_ASSIGN_OR_RETURN(std::string text, read_model_file(file, 1ull << 30));
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::Error(file + ": not valid JSON");
-  auto fail = [&](const std::string& what) {
-    return Status::Error(file + ": " + what + " (expected a byte-level BPE tokenizer.json of the Qwen2/Qwen3 family)");
-  };
-  const auto& model = j["model"];
-  if (!model.is_object() || model.value("type", "") != "BPE") return fail("model.type is not \"BPE\"");
-  if (!model["vocab"].is_object()) return fail("model.vocab is missing");
-  if (!model["merges"].is_array()) return fail("model.merges is missing");
-  std::vector<std::pair<std::string, int64_t>> vocab;
-  vocab.reserve(model["vocab"].size());
-  for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
-    if (!it.value().is_number_integer()) return fail("vocab entry \"" + it.key() + "\" has a bad id");
-    vocab.emplace_back(it.key(), it.value().get<int64_t>());
-  }
-  std::vector<std::pair<std::string, std::string>> merges;
-  merges.reserve(model["merges"].size());
-  for (const auto& m : model["merges"]) {
-    if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
-    } else if (m.is_string()) {  // older format: "left right"
-      const std::string s = m.get<std::string>();
-      size_t sp = s.find(' ', 1);
-      if (sp == std::string::npos) return fail("merge \"" + s + "\" has no space");
-      merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
-    } else {
-      return fail("merge #" + std::to_string(merges.size()) + " is neither [a, b] nor \"a b\"");
-    }
-  }
-  std::vector<AddedToken> added;
-  for (const auto& a : j["added_tokens"]) {
-    if (!a.is_object() || !a["id"].is_number_integer() || !a["content"].is_string())
-      return fail("an added_tokens entry lacks id or content");
-    const int64_t id = a["id"].get<int64_t>();
-    if (id < 0 || id > (1 << 24)) return fail("added token \"" + a["content"].get<std::string>() + "\" has a bad id");
-    added.push_back({static_cast<int32_t>(id), a["content"].get<std::string>(), a.value("special", false)});
-  }
-  return build(vocab, merges, std::move(added), file);
+  QVL_ASSIGN_OR_RETURN(TokenizerJson read, read_tokenizer_json(text, file));
+  text = std::string();  // the 11 MB text is not needed while the tables are built
+  return build(read.vocab, read.merges, std::move(read.added), file, RepeatedText::kLastWins);
 }
 
 namespace {
@@ -130,12 +101,12 @@ Result<Tokenizer> Tokenizer::from_gguf(const std::vector<std::string>& tokens, c
     if (sp == std::string::npos) return Status::Error(where + ": merge \"" + m + "\" has no space");
     merges.emplace_back(m.substr(0, sp), m.substr(sp + 1));
   }
-  return build(vocab, merges, std::move(added), where);
+  return build(vocab, merges, std::move(added), where, RepeatedText::kFirstWins);
 }
 
 Result<Tokenizer> Tokenizer::build(const std::vector<std::pair<std::string, int64_t>>& vocab,
                                    const std::vector<std::pair<std::string, std::string>>& merges,
-                                   std::vector<AddedToken> added, const std::string& where) {
+                                   std::vector<AddedToken> added, const std::string& where, RepeatedText repeated) {
   auto fail = [&](const std::string& what) {
     return Status::Error(where + ": " + what + " (expected a byte-level BPE vocabulary of the Qwen2/Qwen3 family)");
   };
@@ -149,33 +120,51 @@ Result<Tokenizer> Tokenizer::build(const std::vector<std::pair<std::string, int6
   for (const AddedToken& a : added) n_ids = std::max(n_ids, static_cast<size_t>(a.id) + 1);
   t.id_to_bytes_.resize(n_ids);
   t.special_.assign(n_ids, 0);
-  t.bytes_to_id_.reserve(n_ids * 2);
+  t.vocab_index_.reserve(vocab.size());
+  std::vector<uint8_t> named(n_ids, 0);  // per id: holds a vocabulary entry's bytes
   for (const auto& [text, id64] : vocab) {
     auto decoded = byte_level_to_bytes(text, inv);
     if (!decoded.ok()) return fail(decoded.status().message());
-    std::string bytes = std::move(decoded).value();
     const int32_t id = static_cast<int32_t>(id64);
-    t.id_to_bytes_[id] = bytes;
-    t.bytes_to_id_.emplace(std::move(bytes), id);
+    std::string& name = t.id_to_bytes_[id];
+    if (named[id]) {
+      if (name == *decoded) continue;  // the same entry again
+      // The index finds an entry by its id's bytes: an id holds one text.
+      return fail("vocab entries \"" + text + "\" and another share the id " + std::to_string(id));
+    }
+    name = std::move(decoded).value();
+    named[id] = 1;
+    if (int32_t* earlier = t.vocab_index_.insert(id, t.id_to_bytes_)) {
+      if (repeated == RepeatedText::kFirstWins) continue;  // both ids decode to the text; the first encodes it
+      t.id_to_bytes_[*earlier].clear();  // the earlier entry is gone, as from a JSON object
+      named[*earlier] = 0;
+      *earlier = id;
+    }
   }
   for (int b = 0; b < 256; ++b) {
-    auto it = t.bytes_to_id_.find(std::string(1, static_cast<char>(b)));
-    if (it == t.bytes_to_id_.end()) return fail("vocab lacks the token for byte " + std::to_string(b));
-    t.byte_token_[b] = it->second;
+    const char byte = static_cast<char>(b);
+    const int32_t id = t.vocab_index_.find(std::string_view(&byte, 1), t.id_to_bytes_);
+    if (id < 0) return fail("vocab lacks the token for byte " + std::to_string(b));
+    t.byte_token_[b] = id;
   }
-  t.merges_.reserve(merges.size() * 2);
+  t.merges_.reserve(merges.size());
   int32_t rank = 0;
+  std::string lb, rb;
   for (const auto& [left, right] : merges) {
-    auto lb = byte_level_to_bytes(left, inv), rb = byte_level_to_bytes(right, inv);
-    if (!lb.ok() || !rb.ok()) return fail("merge #" + std::to_string(rank) + " is not byte-level");
-    auto li = t.bytes_to_id_.find(*lb), ri = t.bytes_to_id_.find(*rb), mi = t.bytes_to_id_.find(*lb + *rb);
-    if (li == t.bytes_to_id_.end() || ri == t.bytes_to_id_.end() || mi == t.bytes_to_id_.end())
+    if (!byte_level_to_bytes(left, inv, lb) || !byte_level_to_bytes(right, inv, rb))
+      return fail("merge #" + std::to_string(rank) + " is not byte-level");
+    const int32_t li = t.vocab_index_.find(lb, t.id_to_bytes_), ri = t.vocab_index_.find(rb, t.id_to_bytes_);
+    lb += rb;
+    const int32_t mi = t.vocab_index_.find(lb, t.id_to_bytes_);
+    if (li < 0 || ri < 0 || mi < 0)
       return fail("merge #" + std::to_string(rank) + " (" + left + " " + right + ") names a token not in the vocab");
-    t.merges_.emplace(pair_key(li->second, ri->second), Merge{rank, mi->second});
+    t.merges_.insert(li, ri, {rank, mi});
     ++rank;
   }
   for (AddedToken& at : added) {
     if (at.content.empty()) return fail("added token " + std::to_string(at.id) + " is empty");
+    if (named[at.id] && t.id_to_bytes_[at.id] != at.content)
+      return fail("added token \"" + at.content + "\" takes the id " + std::to_string(at.id) + " of a vocab entry with other text");
     t.id_to_bytes_[at.id] = at.content;
     t.special_[at.id] = at.special ? 1 : 0;
     t.added_first_byte_[static_cast<uint8_t>(at.content[0])] = true;
@@ -192,7 +181,7 @@ void Tokenizer::bpe(std::string_view piece, std::vector<int32_t>& out) const {
     int32_t prev, next;  // indices, -1 at the ends
   };
   struct Cand {
-    int32_t rank, pos, left_id, right_id;
+    int32_t rank, pos, left_id, right_id, result;
     bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
   };
   const int n = static_cast<int>(piece.size());
@@ -207,8 +196,7 @@ void Tokenizer::bpe(std::string_view piece, std::vector<int32_t>& out) const {
     if (l < 0) return;  // before sym[l]: l is -1 when the merged symbol is the first
     const int r = sym[l].next;
     if (r < 0) return;
-    auto it = merges_.find(pair_key(sym[l].id, sym[r].id));
-    if (it != merges_.end()) heap.push({it->second.rank, l, sym[l].id, sym[r].id});
+    if (const MergeTable::Merge* m = merges_.find(sym[l].id, sym[r].id)) heap.push({m->rank, l, sym[l].id, sym[r].id, m->result});
   };
   for (int i = 0; i + 1 < n; ++i) push(i);
   while (!heap.empty()) {
@@ -216,7 +204,7 @@ void Tokenizer::bpe(std::string_view piece, std::vector<int32_t>& out) const {
     heap.pop();
     int l = c.pos, r = sym[l].next;
     if (sym[l].id != c.left_id || r < 0 || sym[r].id != c.right_id) continue;  // stale
-    sym[l].id = merges_.at(pair_key(c.left_id, c.right_id)).result;
+    sym[l].id = c.result;
     sym[l].next = sym[r].next;
     if (sym[r].next >= 0) sym[sym[r].next].prev = l;
     sym[r].id = -1;  // dead
@@ -289,9 +277,10 @@ std::string_view Tokenizer::token_bytes(int32_t id) const {
 const std::vector<Tokenizer::SortedToken>& Tokenizer::sorted_tokens() const {
   std::call_once(lazy_->once, [this] {
     std::vector<std::pair<std::string_view, int32_t>> v;
-    v.reserve(bytes_to_id_.size());
-    for (const auto& [bytes, id] : bytes_to_id_)
-      if (!bytes.empty()) v.emplace_back(bytes, id);
+    v.reserve(vocab_index_.size());
+    vocab_index_.for_each([&](int32_t id) {
+      if (!id_to_bytes_[id].empty()) v.emplace_back(id_to_bytes_[id], id);
+    });
     std::sort(v.begin(), v.end());
     std::vector<SortedToken>& out = lazy_->sorted;
     out.reserve(v.size());
@@ -314,8 +303,7 @@ bool Tokenizer::is_special(int32_t id) const {
 int32_t Tokenizer::token_id(std::string_view token_text) const {
   for (const AddedToken& a : added_)
     if (a.content == token_text) return a.id;
-  auto it = bytes_to_id_.find(std::string(token_text));
-  return it == bytes_to_id_.end() ? -1 : it->second;
+  return vocab_index_.find(token_text, id_to_bytes_);
 }
 
 int32_t Tokenizer::vocab_token_id(std::string_view vocab_text) const {
@@ -324,8 +312,7 @@ int32_t Tokenizer::vocab_token_id(std::string_view vocab_text) const {
   static const std::vector<int> inv = unicode_to_byte_table();
   auto bytes = byte_level_to_bytes(std::string(vocab_text), inv);
   if (!bytes.ok()) return -1;
-  auto it = bytes_to_id_.find(*bytes);
-  return it == bytes_to_id_.end() ? -1 : it->second;
+  return vocab_index_.find(*bytes, id_to_bytes_);
 }
 
 std::string Tokenizer::decode_bytes(const std::vector<int32_t>& ids, bool skip_special) const {

@@ -7,9 +7,9 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
+#include "tokenizer/token_tables.h"
 #include "util/status.h"
 
 namespace qvl {
@@ -77,25 +77,21 @@ class Tokenizer {
 
  private:
   Tokenizer() = default;
+  // Which of two vocabulary entries with the same text encodes it: tokenizer.json's vocab is a JSON object,
+  // whose later key replaces the earlier (that id then has no token); a GGUF lists tokens by id, and the
+  // first keeps the text for encoding while both decode to it.
+  enum class RepeatedText { kLastWins, kFirstWins };
   // Builds from a byte-level vocabulary (text, id), merges (left, right) in rank order and added tokens.
   static Result<Tokenizer> build(const std::vector<std::pair<std::string, int64_t>>& vocab,
                                  const std::vector<std::pair<std::string, std::string>>& merges,
-                                 std::vector<AddedToken> added, const std::string& where);
+                                 std::vector<AddedToken> added, const std::string& where, RepeatedText repeated);
   void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const;  // no added tokens
   std::vector<int32_t> encode_impl(std::string_view text, bool allow_special, const std::vector<TextSpan>& user_spans) const;
   void bpe(std::string_view piece, std::vector<int32_t>& out) const;
 
-  struct Merge {
-    int32_t rank;
-    int32_t result;
-  };
-  static uint64_t pair_key(int32_t a, int32_t b) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
-  }
-
-  std::vector<std::string> id_to_bytes_;                 // token id -> raw bytes (added tokens: content)
-  std::unordered_map<std::string, int32_t> bytes_to_id_;  // regular vocabulary, raw bytes -> id
-  std::unordered_map<uint64_t, Merge> merges_;           // (left id, right id) -> rank and merged id
+  std::vector<std::string> id_to_bytes_;  // token id -> raw bytes (added tokens: content)
+  VocabIndex vocab_index_;                // regular vocabulary, raw bytes -> id (the bytes: id_to_bytes_)
+  MergeTable merges_;                     // (left id, right id) -> rank and merged id
   int32_t byte_token_[256] = {};                         // the token of each single byte
   std::vector<AddedToken> added_;
   bool added_first_byte_[256] = {};                      // bytes that can start an added token

@@ -222,6 +222,29 @@ def tokenizer():
     out("tokenizer", "invalid-utf8", bytes([0]) + b"\xff\xfe abc \xc3 \xe2\x82 <|im_end|>")
 
 
+# --- tokenizer_json: the model's tokenizer.json cut to a few hundred entries, both merge spellings, and the
+# shapes it refuses -----------------------------------------------------------------------------------------
+def tokenizer_json():
+    raw = (MODEL / "tokenizer.json").read_text(encoding="utf-8")
+    t = json.loads(raw)
+    t["model"]["vocab"] = dict(list(t["model"]["vocab"].items())[:400])
+    t["model"]["merges"] = t["model"]["merges"][:200]
+    out("tokenizer_json", "cut", json.dumps(t, ensure_ascii=False, indent=2))
+    t["model"]["merges"] = [" ".join(m) for m in t["model"]["merges"]]  # the older "left right" form
+    out("tokenizer_json", "cut-string-merges", json.dumps(t, ensure_ascii=False))
+    out("tokenizer_json", "head", raw.encode("utf-8")[:4096])
+    small = {"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": [["a", "b"]]},
+             "added_tokens": [{"id": 4, "content": "<s>", "special": True}, {"id": 5, "content": "<t>"}]}
+    text = json.dumps(small)
+    out("tokenizer_json", "small", text.replace('"ab": 2', '"ab": 2, "a": 3', 1))
+    for i, bad in enumerate(['{"model": {"type": "WordPiece", "vocab": {}, "merges": []}}',
+                             '{"model": {"type": "BPE", "vocab": {"a": 1.5}, "merges": []}}',
+                             '{"model": {"type": "BPE", "vocab": {}, "merges": [["a"], "ab"]}}',
+                             '{"model": {"type": "BPE", "vocab": {}, "merges": []}, "added_tokens": [{"id": -1}]}',
+                             '{"decoder": [[[[{"vocab": {"x": 1}}]]]], "model": null}']):
+        out("tokenizer_json", f"bad-{i}", bad)
+
+
 # --- config: the model's config.json and a small variant -------------------------------------------------
 def config():
     text = (MODEL / "config.json").read_text()
@@ -327,8 +350,8 @@ def retrieval():
 
 
 if __name__ == "__main__":
-    for name in ("images", "exif", "safetensors", "quantized", "chat", "tokenizer", "config", "gguf", "video", "http",
-                 "documents", "retrieval"):
+    for name in ("images", "exif", "safetensors", "quantized", "chat", "tokenizer", "tokenizer_json", "config", "gguf",
+                 "video", "http", "documents", "retrieval"):
         for p in (CORPUS / name).glob("seed-*"):
             p.unlink()
         globals()[name]()
