@@ -3,7 +3,7 @@
 # ...) emits an inline function or template instance with external linkage outside its own namespace: the
 # linker keeps one copy of each such function for the whole program, and if it kept this file's, code that
 # runs on every CPU (std::string, QVL_CHECK's failure path, ...) would carry AVX-512 or AMX instructions and
-# die with SIGILL on a CPU without them. Run by CTest (isa_objects_stay_apart) with qvl_core's object files.
+# die with SIGILL on a CPU without them. Run by CTest (isa_objects_stay_apart) with qvl_engine's object files.
 set -euo pipefail
 bad=0
 checked=0
