@@ -21,29 +21,32 @@ inline size_t slots_for(size_t n) {
 }
 }  // namespace token_tables_detail
 
-// Token bytes -> id. An entry is an id; its key is `names[id]`, the list passed to every call, so the table
-// holds no copy of the 151k strings and stays valid when the tokenizer is copied or moved with its list.
-// Built once (151k std::unordered_map nodes took ~40% of a tokenizer load under ASan), read by many threads.
+// Token bytes -> id. An entry is an id; its key is key_of(id), a function passed to every call (the
+// tokenizer's: its id -> bytes list), so the table holds no copy of the 151k strings and stays valid when the
+// tokenizer is copied or moved with its list. Built once (151k std::unordered_map nodes took ~40% of a tokenizer
+// load under ASan), read by many threads.
 class VocabIndex {
  public:
   void reserve(size_t n) { slots_.assign(token_tables_detail::slots_for(n), -1); }
   size_t size() const { return size_; }
 
-  // The id whose name is `bytes`, or -1.
-  int32_t find(std::string_view bytes, const std::vector<std::string>& names) const {
+  // The id whose key is `bytes`, or -1.
+  template <typename KeyOf>
+  int32_t find(std::string_view bytes, const KeyOf& key_of) const {
     if (slots_.empty()) return -1;
     const size_t mask = slots_.size() - 1;
     for (size_t i = std::hash<std::string_view>{}(bytes) & mask;; i = (i + 1) & mask) {
       const int32_t id = slots_[i];
       if (id < 0) return -1;
-      if (names[static_cast<size_t>(id)] == bytes) return id;
+      if (std::string_view(key_of(id)) == bytes) return id;
     }
   }
-  // Adds `id`, whose name names[id] is set, and returns nullptr; when an entry of that name is there already,
-  // changes nothing and returns its slot, to keep or to overwrite with another id.
-  int32_t* insert(int32_t id, const std::vector<std::string>& names) {
+  // Adds `id` (its key, key_of(id), set and fixed from now on) and returns nullptr; when an entry of that key is
+  // there already, changes nothing and returns its slot, to keep or to overwrite with another id of that key.
+  template <typename KeyOf>
+  int32_t* insert(int32_t id, const KeyOf& key_of) {
     QVL_CHECK(!slots_.empty() && 2 * (size_ + 1) <= slots_.size());  // reserve() sized it
-    const std::string_view bytes = names[static_cast<size_t>(id)];
+    const std::string_view bytes = key_of(id);
     const size_t mask = slots_.size() - 1;
     for (size_t i = std::hash<std::string_view>{}(bytes) & mask;; i = (i + 1) & mask) {
       int32_t& at = slots_[i];
@@ -52,7 +55,7 @@ class VocabIndex {
         ++size_;
         return nullptr;
       }
-      if (names[static_cast<size_t>(at)] == bytes) return &at;
+      if (std::string_view(key_of(at)) == bytes) return &at;
     }
   }
 

@@ -59,7 +59,7 @@ Result<Tokenizer> Tokenizer::load(const std::string& path) {
   QVL_ASSIGN_OR_RETURN(std::string text, read_model_file(file, 1ull << 30));
   QVL_ASSIGN_OR_RETURN(TokenizerJson read, read_tokenizer_json(text, file));
   text = std::string();  // the 11 MB text is not needed while the tables are built
-  return build(read.vocab, read.merges, std::move(read.added), file, RepeatedText::kLastWins);
+  return build(read.vocab, read.merges, std::move(read.added), file);
 }
 
 namespace {
@@ -101,12 +101,12 @@ Result<Tokenizer> Tokenizer::from_gguf(const std::vector<std::string>& tokens, c
     if (sp == std::string::npos) return Status::Error(where + ": merge \"" + m + "\" has no space");
     merges.emplace_back(m.substr(0, sp), m.substr(sp + 1));
   }
-  return build(vocab, merges, std::move(added), where, RepeatedText::kFirstWins);
+  return build(vocab, merges, std::move(added), where);
 }
 
 Result<Tokenizer> Tokenizer::build(const std::vector<std::pair<std::string, int64_t>>& vocab,
                                    const std::vector<std::pair<std::string, std::string>>& merges,
-                                   std::vector<AddedToken> added, const std::string& where, RepeatedText repeated) {
+                                   std::vector<AddedToken> added, const std::string& where) {
   auto fail = [&](const std::string& what) {
     return Status::Error(where + ": " + what + " (expected a byte-level BPE vocabulary of the Qwen2/Qwen3 family)");
   };
@@ -121,6 +121,7 @@ Result<Tokenizer> Tokenizer::build(const std::vector<std::pair<std::string, int6
   t.id_to_bytes_.resize(n_ids);
   t.special_.assign(n_ids, 0);
   t.vocab_index_.reserve(vocab.size());
+  const auto bytes_of = [&t](int32_t id) -> std::string_view { return t.id_to_bytes_[static_cast<size_t>(id)]; };
   std::vector<uint8_t> named(n_ids, 0);  // per id: holds a vocabulary entry's bytes
   for (const auto& [text, id64] : vocab) {
     auto decoded = byte_level_to_bytes(text, inv);
@@ -134,16 +135,13 @@ Result<Tokenizer> Tokenizer::build(const std::vector<std::pair<std::string, int6
     }
     name = std::move(decoded).value();
     named[id] = 1;
-    if (int32_t* earlier = t.vocab_index_.insert(id, t.id_to_bytes_)) {
-      if (repeated == RepeatedText::kFirstWins) continue;  // both ids decode to the text; the first encodes it
-      t.id_to_bytes_[*earlier].clear();  // the earlier entry is gone, as from a JSON object
-      named[*earlier] = 0;
-      *earlier = id;
-    }
+    // The same text under a second id (a GGUF's token list can hold one): both ids decode to it, the first
+    // encodes it. (tokenizer.json's vocabulary is an object: read_tokenizer_json keeps a key once.)
+    (void)t.vocab_index_.insert(id, bytes_of);
   }
   for (int b = 0; b < 256; ++b) {
     const char byte = static_cast<char>(b);
-    const int32_t id = t.vocab_index_.find(std::string_view(&byte, 1), t.id_to_bytes_);
+    const int32_t id = t.vocab_index_.find(std::string_view(&byte, 1), bytes_of);
     if (id < 0) return fail("vocab lacks the token for byte " + std::to_string(b));
     t.byte_token_[b] = id;
   }
@@ -153,9 +151,9 @@ Result<Tokenizer> Tokenizer::build(const std::vector<std::pair<std::string, int6
   for (const auto& [left, right] : merges) {
     if (!byte_level_to_bytes(left, inv, lb) || !byte_level_to_bytes(right, inv, rb))
       return fail("merge #" + std::to_string(rank) + " is not byte-level");
-    const int32_t li = t.vocab_index_.find(lb, t.id_to_bytes_), ri = t.vocab_index_.find(rb, t.id_to_bytes_);
+    const int32_t li = t.vocab_index_.find(lb, bytes_of), ri = t.vocab_index_.find(rb, bytes_of);
     lb += rb;
-    const int32_t mi = t.vocab_index_.find(lb, t.id_to_bytes_);
+    const int32_t mi = t.vocab_index_.find(lb, bytes_of);
     if (li < 0 || ri < 0 || mi < 0)
       return fail("merge #" + std::to_string(rank) + " (" + left + " " + right + ") names a token not in the vocab");
     t.merges_.insert(li, ri, {rank, mi});
@@ -303,7 +301,7 @@ bool Tokenizer::is_special(int32_t id) const {
 int32_t Tokenizer::token_id(std::string_view token_text) const {
   for (const AddedToken& a : added_)
     if (a.content == token_text) return a.id;
-  return vocab_index_.find(token_text, id_to_bytes_);
+  return vocab_index_.find(token_text, [this](int32_t id) -> std::string_view { return id_to_bytes_[id]; });
 }
 
 int32_t Tokenizer::vocab_token_id(std::string_view vocab_text) const {
@@ -312,7 +310,7 @@ int32_t Tokenizer::vocab_token_id(std::string_view vocab_text) const {
   static const std::vector<int> inv = unicode_to_byte_table();
   auto bytes = byte_level_to_bytes(std::string(vocab_text), inv);
   if (!bytes.ok()) return -1;
-  return vocab_index_.find(*bytes, id_to_bytes_);
+  return vocab_index_.find(*bytes, [this](int32_t id) -> std::string_view { return id_to_bytes_[id]; });
 }
 
 std::string Tokenizer::decode_bytes(const std::vector<int32_t>& ids, bool skip_special) const {

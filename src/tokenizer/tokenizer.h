@@ -77,14 +77,11 @@ class Tokenizer {
 
  private:
   Tokenizer() = default;
-  // Which of two vocabulary entries with the same text encodes it: tokenizer.json's vocab is a JSON object,
-  // whose later key replaces the earlier (that id then has no token); a GGUF lists tokens by id, and the
-  // first keeps the text for encoding while both decode to it.
-  enum class RepeatedText { kLastWins, kFirstWins };
-  // Builds from a byte-level vocabulary (text, id), merges (left, right) in rank order and added tokens.
+  // Builds from a byte-level vocabulary (text, id), merges (left, right) in rank order and added tokens. The same
+  // text under two ids: both decode to it, the first encodes it.
   static Result<Tokenizer> build(const std::vector<std::pair<std::string, int64_t>>& vocab,
                                  const std::vector<std::pair<std::string, std::string>>& merges,
-                                 std::vector<AddedToken> added, const std::string& where, RepeatedText repeated);
+                                 std::vector<AddedToken> added, const std::string& where);
   void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const;  // no added tokens
   std::vector<int32_t> encode_impl(std::string_view text, bool allow_special, const std::vector<TextSpan>& user_spans) const;
   void bpe(std::string_view piece, std::vector<int32_t>& out) const;

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/token_tables.h"
+
 namespace qvl {
 
 namespace {
@@ -266,6 +268,29 @@ Result<TokenizerJson> read_tokenizer_json(std::string_view text, const std::stri
   if (!reader.saw_model() || out.model_type != "BPE") return fail("model.type is not \"BPE\"");
   if (!reader.saw_vocab()) return fail("model.vocab is missing");
   if (!reader.saw_merges()) return fail("model.merges is missing");
+  // A vocabulary key given twice keeps its last id, the earlier entry gone, as in the DOM's object (and Hugging
+  // Face's map): its id has no token then.
+  QVL_CHECK(out.vocab.size() <= static_cast<size_t>(INT32_MAX));  // 6+ bytes an entry in at most 1 GiB
+  const auto key_of = [&out](int32_t i) -> std::string_view { return out.vocab[static_cast<size_t>(i)].first; };
+  VocabIndex seen;
+  seen.reserve(out.vocab.size());
+  std::vector<uint8_t> replaced;  // per entry, once a key repeats
+  for (size_t i = 0; i < out.vocab.size(); ++i) {
+    if (int32_t* earlier = seen.insert(static_cast<int32_t>(i), key_of)) {
+      if (replaced.empty()) replaced.assign(out.vocab.size(), 0);
+      replaced[static_cast<size_t>(*earlier)] = 1;
+      *earlier = static_cast<int32_t>(i);
+    }
+  }
+  if (!replaced.empty()) {
+    size_t kept = 0;
+    for (size_t i = 0; i < out.vocab.size(); ++i)
+      if (!replaced[i]) {
+        if (kept != i) out.vocab[kept] = std::move(out.vocab[i]);
+        ++kept;
+      }
+    out.vocab.resize(kept);
+  }
   return out;
 }
 

@@ -15,8 +15,8 @@ namespace qvl {
 
 struct TokenizerJson {
   std::string model_type;                                   // model.type: "BPE" for this family
-  std::vector<std::pair<std::string, int64_t>> vocab;       // model.vocab in file order, a repeated key as
-                                                            // often as it appears (a JSON object keeps the last)
+  std::vector<std::pair<std::string, int64_t>> vocab;       // model.vocab in file order; a repeated key once,
+                                                            // with its last id, as a JSON object keeps it
   std::vector<std::pair<std::string, std::string>> merges;  // model.merges in rank order: [a, b] or "a b"
   std::vector<AddedToken> added;                            // added_tokens in file order
 };
@@ -25,7 +25,9 @@ struct TokenizerJson {
 // top level that is not an object, on a model that is not BPE or lacks its vocabulary or merges, and on
 // entries of the wrong shape (a vocabulary id that is not an integer, a merge that is neither [a, b] nor
 // "a b", an added token without an integer id and a string content). Keys the tokenizer does not use
-// (normalizer, pre_tokenizer, decoder, ...) are skipped, whatever they hold.
+// (normalizer, pre_tokenizer, decoder, ...) are skipped, whatever they hold. A key given twice keeps its last
+// value, as nlohmann's DOM keeps it; a value of the wrong shape is refused even where a later repeat of its key
+// would replace it, as Hugging Face's loader, which reads each value as it comes, refuses it.
 //
 // A DOM parse of Qwen's 11 MB, 151k-token file and a walk over it took ~0.6 s of every model load; this reads
 // it in ~0.1 s (the JSON scan itself).

@@ -1,7 +1,7 @@
 // Fuzz target: read_tokenizer_json (a model directory's tokenizer.json, read as a stream of events) on any
 // bytes, against nlohmann's DOM of the same bytes as the oracle. Whatever it accepts, the DOM reads the same:
-// the vocabulary (a repeated key keeping its last id), the merges in order, the added tokens; a refusal says
-// why and names the file; bytes the DOM cannot parse are refused.
+// the vocabulary (each key once, a repeated one with its last id), the merges in order, the added tokens; a
+// refusal says why and names the file; bytes the DOM cannot parse are refused.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -26,9 +26,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   const nlohmann::json& vocab = model.at("vocab");
   QVL_CHECK(vocab.is_object());
-  std::map<std::string, int64_t> last;  // the reader's entries, a repeated key keeping its last id
+  std::map<std::string, int64_t> last;  // the reader's entries: each key once, with its last id
   for (const auto& [key, id] : r->vocab) last[key] = id;
-  QVL_CHECK(last.size() == vocab.size());
+  QVL_CHECK(last.size() == r->vocab.size() && last.size() == vocab.size());
   for (const auto& [key, id] : vocab.items()) {
     QVL_CHECK(id.is_number_integer());
     const auto it = last.find(key);
