@@ -43,6 +43,11 @@ bool byte_level_to_bytes(std::string_view token, const std::vector<int>& inv, st
   return true;
 }
 
+// The vocabulary index's key of a token id: its bytes in the tokenizer's id -> bytes list.
+auto bytes_in(const std::vector<std::string>& id_to_bytes) {
+  return [&id_to_bytes](int32_t id) -> std::string_view { return id_to_bytes[static_cast<size_t>(id)]; };
+}
+
 Result<std::string> byte_level_to_bytes(const std::string& token, const std::vector<int>& inv) {
   std::string out;
   out.reserve(token.size());
@@ -121,7 +126,7 @@ Result<Tokenizer> Tokenizer::build(const std::vector<std::pair<std::string, int6
   t.id_to_bytes_.resize(n_ids);
   t.special_.assign(n_ids, 0);
   t.vocab_index_.reserve(vocab.size());
-  const auto bytes_of = [&t](int32_t id) -> std::string_view { return t.id_to_bytes_[static_cast<size_t>(id)]; };
+  const auto bytes_of = bytes_in(t.id_to_bytes_);
   std::vector<uint8_t> named(n_ids, 0);  // per id: holds a vocabulary entry's bytes
   for (const auto& [text, id64] : vocab) {
     auto decoded = byte_level_to_bytes(text, inv);
@@ -301,7 +306,7 @@ bool Tokenizer::is_special(int32_t id) const {
 int32_t Tokenizer::token_id(std::string_view token_text) const {
   for (const AddedToken& a : added_)
     if (a.content == token_text) return a.id;
-  return vocab_index_.find(token_text, [this](int32_t id) -> std::string_view { return id_to_bytes_[id]; });
+  return vocab_index_.find(token_text, bytes_in(id_to_bytes_));
 }
 
 int32_t Tokenizer::vocab_token_id(std::string_view vocab_text) const {
@@ -310,7 +315,7 @@ int32_t Tokenizer::vocab_token_id(std::string_view vocab_text) const {
   static const std::vector<int> inv = unicode_to_byte_table();
   auto bytes = byte_level_to_bytes(std::string(vocab_text), inv);
   if (!bytes.ok()) return -1;
-  return vocab_index_.find(*bytes, [this](int32_t id) -> std::string_view { return id_to_bytes_[id]; });
+  return vocab_index_.find(*bytes, bytes_in(id_to_bytes_));
 }
 
 std::string Tokenizer::decode_bytes(const std::vector<int32_t>& ids, bool skip_special) const {

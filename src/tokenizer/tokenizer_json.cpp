@@ -12,6 +12,10 @@ namespace {
 
 using json = nlohmann::json;
 
+Status refusal(const std::string& where, const std::string& what) {
+  return Status::Error(where + ": " + what + " (expected a byte-level BPE tokenizer.json of the Qwen2/Qwen3 family)");
+}
+
 // nlohmann's SAX events in, TokenizerJson out. The containers it reads are held on a stack of at most four
 // frames (root > model > merges > one merge, root > added_tokens > one token); every other value, however
 // deeply nested, is only counted through (`skip_`), so hostile nesting costs no memory here.
@@ -84,7 +88,7 @@ class Reader : public nlohmann::json_sax<json> {
   };
 
   bool fail(const std::string& what) {
-    error_ = where_ + ": " + what + " (expected a byte-level BPE tokenizer.json of the Qwen2/Qwen3 family)";
+    error_ = refusal(where_, what).message();
     return false;
   }
   std::string merge_name() const { return "merge #" + std::to_string(out_.merges.size()); }
@@ -262,9 +266,7 @@ Result<TokenizerJson> read_tokenizer_json(std::string_view text, const std::stri
   Reader reader(out, where);
   const bool ok = json::sax_parse(text.data(), text.data() + text.size(), &reader);
   if (!ok) return Status::Error(reader.error().empty() ? where + ": not valid JSON" : reader.error());
-  auto fail = [&](const std::string& what) {
-    return Status::Error(where + ": " + what + " (expected a byte-level BPE tokenizer.json of the Qwen2/Qwen3 family)");
-  };
+  auto fail = [&](const std::string& what) { return refusal(where, what); };
   if (!reader.saw_model() || out.model_type != "BPE") return fail("model.type is not \"BPE\"");
   if (!reader.saw_vocab()) return fail("model.vocab is missing");
   if (!reader.saw_merges()) return fail("model.merges is missing");
